@@ -1,0 +1,257 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/jackc/pgx/v5"
+)
+
+// Config is every setting of the kith binary. Scalar settings come, in
+// rising precedence, from the defaults, the TOML file (--config), KITH_*
+// environment variables and flags; tables such as [[recon.peer]] come from
+// the file only.
+type Config struct {
+	Listen      string `toml:"listen"`
+	DataDir     string `toml:"data_dir"`
+	DatabaseURL string `toml:"database_url"`
+	LogFormat   string `toml:"log_format"`
+	LogLevel    string `toml:"log_level"`
+	// ShutdownTimeout bounds how long in-flight requests may take to
+	// finish after SIGINT or SIGTERM.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// PostgresUser runs the embedded cluster when Kith runs as root.
+	PostgresUser string `toml:"postgres_user"`
+}
+
+// defaultConfig returns the settings that apply when nothing says otherwise.
+func defaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:11371",
+		DataDir:         "./kith-data",
+		LogFormat:       "text",
+		LogLevel:        "info",
+		ShutdownTimeout: Duration(30 * time.Second),
+		PostgresUser:    "postgres",
+	}
+}
+
+// Duration is a time.Duration written as in Go ("60s", "1m30s").
+type Duration time.Duration
+
+// UnmarshalText parses a duration such as "60s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %s", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// String formats the duration as time.Duration does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// setting is one scalar setting, reachable by TOML key, flag and
+// environment variable alike.
+type setting struct {
+	key   string // TOML key; the flag is the key with '_' and '.' as '-'
+	usage string
+	bind  func(*Config) flag.Value
+}
+
+func (s setting) flagName() string {
+	return strings.NewReplacer("_", "-", ".", "-").Replace(s.key)
+}
+
+func (s setting) envName() string {
+	return "KITH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(s.key))
+}
+
+// settings lists the scalar settings of the server and the tools that
+// share its store.
+func settings() []setting {
+	return []setting{
+		{"listen", "HTTP `address` for HKP, the web pages and the API", func(c *Config) flag.Value { return (*stringValue)(&c.Listen) }},
+		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*stringValue)(&c.DataDir) }},
+		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*stringValue)(&c.DatabaseURL) }},
+		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*stringValue)(&c.LogFormat) }},
+		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
+		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
+		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*stringValue)(&c.PostgresUser) }},
+	}
+}
+
+// auxiliaryEnv reports whether a KITH_* variable is expected although it
+// is not a setting (the test suite's database, for one).
+func auxiliaryEnv(name string) bool {
+	switch name {
+	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE":
+		return true
+	}
+	return false
+}
+
+// loadConfig builds the configuration for a subcommand from its
+// arguments: it registers the settings' flags (plus --config) on fs, parses
+// args, and applies file, environment and flags in that order. It returns
+// the arguments left after the flags.
+func loadConfig(fs *flag.FlagSet, args []string, environ []string) (Config, []string, error) {
+	cfg := defaultConfig()
+	all := settings()
+	var configFile string
+	fs.StringVar(&configFile, "config", "", "TOML configuration `file` (env KITH_CONFIG)")
+	// Flags parse into a scratch Config; only the ones given are applied,
+	// after the file and the environment.
+	scratch := defaultConfig()
+	for _, s := range all {
+		fs.Var(s.bind(&scratch), s.flagName(), fmt.Sprintf("%s (env %s, file key %s)", s.usage, s.envName(), s.key))
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, nil, err
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		// An empty variable counts as unset, as in most tools.
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && strings.HasPrefix(k, "KITH_") {
+			env[k] = v
+		}
+	}
+	if configFile == "" {
+		configFile = env["KITH_CONFIG"]
+	}
+	if configFile != "" {
+		if err := readConfigFile(configFile, &cfg); err != nil {
+			return cfg, nil, err
+		}
+	}
+	known := map[string]setting{"KITH_CONFIG": {}}
+	for _, s := range all {
+		known[s.envName()] = s
+	}
+	var names []string
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		s, ok := known[k]
+		if !ok {
+			if auxiliaryEnv(k) {
+				continue
+			}
+			return cfg, nil, fmt.Errorf("unknown setting in environment: %s", k)
+		}
+		if s.bind == nil {
+			continue
+		}
+		if err := s.bind(&cfg).Set(env[k]); err != nil {
+			return cfg, nil, fmt.Errorf("setting %s (%s): %w", s.key, k, err)
+		}
+	}
+	var flagErr error
+	fs.Visit(func(f *flag.Flag) {
+		for _, s := range all {
+			if s.flagName() == f.Name && flagErr == nil {
+				if err := s.bind(&cfg).Set(f.Value.String()); err != nil {
+					flagErr = fmt.Errorf("setting %s (--%s): %w", s.key, f.Name, err)
+				}
+			}
+		}
+	})
+	if flagErr != nil {
+		return cfg, nil, flagErr
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, nil, err
+	}
+	return cfg, fs.Args(), nil
+}
+
+// readConfigFile decodes a TOML file into cfg, refusing keys it does not
+// know.
+func readConfigFile(path string, cfg *Config) error {
+	md, err := toml.DecodeFile(path, cfg)
+	if err != nil {
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			if perr.LastKey != "" {
+				return fmt.Errorf("config file %s: line %d: setting %s: %s", path, perr.Position.Line, perr.LastKey, perr.Message)
+			}
+			return fmt.Errorf("config file %s: line %d: %s", path, perr.Position.Line, perr.Message)
+		}
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		keys := make([]string, len(un))
+		for i, k := range un {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config file %s: unknown setting %s", path, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// validate checks every setting and names the one that is wrong.
+func (c Config) validate() error {
+	if err := validateListen(c.Listen); err != nil {
+		return fmt.Errorf("setting listen: %w", err)
+	}
+	if c.DataDir == "" {
+		return errors.New("setting data_dir: must not be empty")
+	}
+	if c.DatabaseURL != "" {
+		if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
+			return fmt.Errorf("setting database_url: %v", errors.Unwrap(err))
+		}
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("setting log_format: %q is neither text nor json", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("setting log_level: %w", err)
+	}
+	return nil
+}
+
+// validateListen checks a host:port address with a numeric port.
+func validateListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+type stringValue string
+
+func (v *stringValue) String() string     { return string(*v) }
+func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+type durationValue Duration
+
+func (v *durationValue) String() string { return Duration(*v).String() }
+func (v *durationValue) Set(s string) error {
+	var d Duration
+	if err := d.UnmarshalText([]byte(s)); err != nil {
+		return err
+	}
+	*v = durationValue(d)
+	return nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kith.toml")
+	os.WriteFile(file, []byte("listen = \"127.0.0.1:1001\"\ndata_dir = \"/from/file\"\nlog_format = \"json\"\n"), 0o600)
+	env := []string{"KITH_LISTEN=127.0.0.1:1002", "KITH_DATA_DIR=/from/env", "PATH=/bin"}
+	args := []string{"--config", file, "--listen", "127.0.0.1:1003"}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg, rest, err := loadConfig(fs, args, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != 0 {
+		t.Errorf("rest = %q", rest)
+	}
+	want := map[string][2]string{
+		"listen (flag beats env)":         {cfg.Listen, "127.0.0.1:1003"},
+		"data_dir (env beats file)":       {cfg.DataDir, "/from/env"},
+		"log_format (file beats default)": {cfg.LogFormat, "json"},
+		"log_level (default)":             {cfg.LogLevel, "info"},
+	}
+	for name, got := range want {
+		if got[0] != got[1] {
+			t.Errorf("%s: got %q, want %q", name, got[0], got[1])
+		}
+	}
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kith.toml")
+	os.WriteFile(file, []byte("shutdown_timeout = \"5s\"\n"), 0o600)
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg, _, err := loadConfig(fs, nil, []string{"KITH_CONFIG=" + file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(cfg.ShutdownTimeout) != 5*time.Second {
+		t.Errorf("shutdown_timeout = %v, want 5s", cfg.ShutdownTimeout)
+	}
+}
+
+func TestConfigRefusesBadValues(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		env     []string
+		file    string
+		wantErr string
+	}{
+		{"unknown file key", nil, nil, "colour = 1\n", "unknown setting colour"},
+		{"unknown nested key", nil, nil, "[sky]\ncolour = 1\n", "unknown setting sky"},
+		{"bad duration in file", nil, nil, "shutdown_timeout = \"soon\"\n", "shutdown_timeout"},
+		{"negative duration", []string{"--shutdown-timeout", "-1s"}, nil, "", "negative"},
+		{"port out of range", []string{"--listen", ":70000"}, nil, "", "setting listen"},
+		{"bad env value", nil, []string{"KITH_LOG_LEVEL=chatty"}, "", "setting log_level"},
+		{"unknown env", nil, []string{"KITH_NOPE=1"}, "", "KITH_NOPE"},
+		{"wrong type in file", nil, nil, "listen = 5\n", "kith.toml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				file := filepath.Join(t.TempDir(), "kith.toml")
+				os.WriteFile(file, []byte(c.file), 0o600)
+				args = append([]string{"--config", file}, args...)
+			}
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			_, _, err := loadConfig(fs, args, c.env)
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("err = %v, want one mentioning %q", err, c.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,143 @@
+// Command kith is the Kith keyserver: one binary that serves HKP, the web
+// pages and the API from one PostgreSQL store, and the tools that share that
+// store.
+//
+//	kith serve     run the server
+//	kith migrate   apply the store's schema migrations and print the version
+//	kith version   print the version
+//
+// Run "kith COMMAND --help" for a command's settings.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// version is Kith's release; builds may override it with
+// -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// command is one subcommand of kith.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *environment, args []string) error
+}
+
+// environment is what a command may touch of the process: its streams and
+// its environment variables. Tests supply their own.
+type environment struct {
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the keyserver", runServe},
+		{"migrate", "apply the store's schema migrations and print the schema version", runMigrate},
+		{"version", "print Kith's version", runVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	env := &environment{stdout: os.Stdout, stderr: os.Stderr, environ: os.Environ()}
+	err := run(ctx, env, os.Args[1:])
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kith:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// errUsage marks a command line that names no known command.
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+// run dispatches to the subcommand named by args[0].
+func run(ctx context.Context, env *environment, args []string) error {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(env.stderr, cmds)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no command given", errUsage)
+		}
+		return flag.ErrHelp
+	}
+	for _, c := range cmds {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	usage(env.stderr, cmds)
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}
+
+func usage(w io.Writer, cmds []command) {
+	var b strings.Builder
+	b.WriteString("Kith, a multi-protocol identity keyserver.\n\nUsage: kith COMMAND [flags]\n\nCommands:\n")
+	for _, c := range cmds {
+		fmt.Fprintf(&b, "  %-16s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'kith COMMAND --help' for a command's settings.\n")
+	io.WriteString(w, b.String())
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("kith "+name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: kith %s\n\n", synopsis)
+		fmt.Fprintf(env.stderr, "Settings come from the defaults, then the --config file, then KITH_* environment variables, then flags.\n\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// newLogger returns the process logger for cfg.
+func newLogger(w io.Writer, cfg Config) *slog.Logger {
+	level, _ := parseLevel(cfg.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func runVersion(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "version", "version")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "kith %s\n", version)
+	return nil
+}

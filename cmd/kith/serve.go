@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kith-keyserver/kith/identity/postgres"
+)
+
+func runServe(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "serve", "serve [flags]")
+	cfg, rest, err := loadConfig(fs, args, env.environ)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, rest)
+	}
+	log := newLogger(env.stderr, cfg)
+
+	// Bind first: a busy or bad address fails before any cluster starts.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("setting listen: %w", err)
+	}
+	defer ln.Close()
+
+	st, err := openStore(ctx, cfg, log, postgres.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
+	handler := newServerHandler(st, reg, log)
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still running at shutdown were cut off", "err", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("serve", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// pinger is what the health check needs of the store.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// newServerHandler wires every frontend onto one mux behind the metrics
+// middleware.
+func newServerHandler(st pinger, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /pks/health", healthHandler(st, log))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return instrument(mux, reg)
+}
+
+// healthHandler answers 200 when the store answers within two seconds, 503
+// otherwise.
+func healthHandler(st pinger, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := st.Ping(ctx); err != nil {
+			log.Warn("health check: store unreachable", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "store unreachable")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+}
+
+// instrument counts requests and measures their latency per route (the
+// mux pattern that served them).
+func instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kith_http_requests_total",
+		Help: "HTTP requests served, by route and status code.",
+	}, []string{"route", "code"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kith_http_request_duration_seconds",
+		Help:    "HTTP request latency by route.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"route"})
+	reg.MustRegister(requests, latency)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status code a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code = code
+		w.wroteHeader = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+)
+
+// builtKith is the kith binary built once for the serve tests, in a
+// directory any user may read, so it can also run as an unprivileged user.
+var builtKith = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "kith-bin-")
+	if err != nil {
+		return "", err
+	}
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "kith")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func kithBinary(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not on PATH")
+	}
+	bin, err := builtKith()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// freeAddr returns a loopback address with a port nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// server is a running kith serve process.
+type server struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *syncBuffer
+	exited chan struct{} // closed when the process has exited
+	err    error         // its exit status, once exited is closed
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs kith serve in dir with extra args; cred, if set, runs it
+// as another user.
+func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...string) *server {
+	t.Helper()
+	bin := kithBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	s := &server{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.err = cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-s.exited
+	})
+	return s
+}
+
+// tempDir returns a fresh directory that the embedded cluster's user can
+// reach when the tests run as root (t.TempDir's parent is private).
+func tempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711)
+	return dir
+}
+
+// waitHealthy polls /pks/health until it answers want or the deadline.
+func (s *server) waitHealth(t *testing.T, want int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			t.Fatalf("kith serve exited (%v) before /pks/health answered %d:\n%s", s.err, want, s.stderr.String())
+		default:
+		}
+		resp, err := http.Get("http://" + s.addr + "/pks/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("/pks/health did not answer %d within %s (last: %s)\n%s", want, within, last, s.stderr.String())
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.exited:
+		if s.err != nil {
+			t.Fatalf("kith serve exited with %v after SIGINT:\n%s", s.err, s.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kith serve did not stop within 60 s of SIGINT:\n%s", s.stderr.String())
+	}
+}
+
+// postgresRunningIn reports the pids of postgres servers whose data
+// directory is dir.
+func postgresRunningIn(dir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 2 && strings.HasSuffix(args[0], "postgres") && args[1] == "-D" && args[2] == dir {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestServeEmbeddedDefaultStartsAndStopsItsCluster(t *testing.T) {
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	pgdir := filepath.Join(dir, "kith-data", "postgres")
+	if pids := postgresRunningIn(pgdir); len(pids) != 1 {
+		t.Fatalf("want one postgres for %s, found %v", pgdir, pids)
+	}
+	resp, err := http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`kith_http_requests_total{code="200",route="GET /pks/health"}`, "kith_store_pool_max_connections", "kith_http_request_duration_seconds_bucket"} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	s.stop(t)
+	if pids := postgresRunningIn(pgdir); len(pids) != 0 {
+		t.Fatalf("postgres still running after kith stopped: %v", pids)
+	}
+
+	// A second start reuses the initialised cluster.
+	s = startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	s.stop(t)
+}
+
+func TestServeRefusesSecondServerOnSameDataDir(t *testing.T) {
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	first := startServe(t, dir, nil)
+	first.waitHealth(t, http.StatusOK, 30*time.Second)
+	second := startServe(t, dir, nil)
+	select {
+	case <-second.exited:
+		if second.err == nil {
+			t.Fatal("second kith serve on the same data dir exited 0")
+		}
+		if !strings.Contains(second.stderr.String(), "in use by another process") {
+			t.Fatalf("second kith serve said:\n%s", second.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("second kith serve on the same data dir kept running")
+	}
+	first.waitHealth(t, http.StatusOK, 5*time.Second)
+	first.stop(t)
+}
+
+func TestServeHealthIs503WhenStoreIsGone(t *testing.T) {
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	pgdir := filepath.Join(dir, "kith-data", "postgres")
+	for _, pid := range postgresRunningIn(pgdir) {
+		syscall.Kill(pid, syscall.SIGQUIT) // immediate shutdown
+	}
+	s.waitHealth(t, http.StatusServiceUnavailable, 20*time.Second)
+	s.stop(t)
+}
+
+func TestServeWithDatabaseURLStartsNoCluster(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil, "--database-url", url)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "kith-data")); err == nil {
+		t.Error("kith created a data directory although it was given a database URL")
+	}
+	s.stop(t)
+}
+
+func TestServeKillLeavesNoPostgresBehind(t *testing.T) {
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	s.cmd.Process.Kill()
+	<-s.exited
+	pgdir := filepath.Join(dir, "kith-data", "postgres")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(postgresRunningIn(pgdir)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("postgres still running 30 s after kith was killed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The next start recovers and serves.
+	s = startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	s.stop(t)
+}
+
+// TestServeAsOrdinaryUser runs kith as an unprivileged user when the tests
+// run as root (as in CI); otherwise every other test already does.
+func TestServeAsOrdinaryUser(t *testing.T) {
+	requirePostgresBinaries(t)
+	if os.Geteuid() != 0 {
+		t.Skip("tests already run as an ordinary user")
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := tempDir(t)
+	os.Chmod(dir, 0o755)
+	os.Chown(dir, uid, gid)
+	s := startServe(t, dir, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	pgdir := filepath.Join(dir, "kith-data", "postgres")
+	st, err := os.Stat(pgdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner := st.Sys().(*syscall.Stat_t).Uid; int(owner) != uid {
+		t.Errorf("cluster directory owned by uid %d, want %d", owner, uid)
+	}
+	s.stop(t)
+	if pids := postgresRunningIn(pgdir); len(pids) != 0 {
+		t.Fatalf("postgres still running after kith stopped: %v", pids)
+	}
+}
+
+// requirePostgresBinaries skips (or fails with CI=true) without a server.
+func requirePostgresBinaries(t *testing.T) {
+	t.Helper()
+	pgtest.Unavailable(t)
+}

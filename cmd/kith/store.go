@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/embedded"
+)
+
+// openedStore is the store a command works on, with whatever must be shut
+// down after it.
+type openedStore struct {
+	*postgres.Store
+	cluster *embedded.Cluster
+}
+
+// Close closes the store, then stops the embedded cluster if one runs.
+func (o *openedStore) Close() {
+	if o.Store != nil {
+		o.Store.Close()
+	}
+	if o.cluster != nil {
+		o.cluster.Stop()
+	}
+}
+
+// openStore connects to the configured database, or, with no database URL,
+// starts the embedded cluster in the data directory first. Either way it
+// applies pending migrations unless opts say otherwise.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
+	url := cfg.DatabaseURL
+	o := &openedStore{}
+	if url == "" {
+		if err := ensureDataDir(cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("setting data_dir: %w", err)
+		}
+		cluster, err := embedded.Start(ctx, embedded.Options{
+			Dir:    filepath.Join(cfg.DataDir, "postgres"),
+			User:   cfg.PostgresUser,
+			Logger: log,
+		})
+		if err != nil {
+			if errors.Is(err, embedded.ErrNoServer) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("setting data_dir: embedded PostgreSQL: %w", err)
+		}
+		o.cluster = cluster
+		url = cluster.URL()
+	}
+	s, err := postgres.Open(ctx, url, opts)
+	if err != nil {
+		o.Close()
+		if cfg.DatabaseURL != "" {
+			return nil, fmt.Errorf("setting database_url: %w", err)
+		}
+		return nil, err
+	}
+	o.Store = s
+	return o, nil
+}
+
+// ensureDataDir creates the data directory and checks that Kith can write
+// to it. It stays searchable by others so that the embedded cluster's user
+// can reach its own directory inside it when Kith runs as root.
+func ensureDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	probe, err := os.CreateTemp(dir, ".write-test-")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+func runMigrate(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "migrate", "migrate [flags]")
+	cfg, _, err := loadConfig(fs, args, env.environ)
+	if err != nil {
+		return err
+	}
+	log := newLogger(env.stderr, cfg)
+	st, err := openStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	v, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "schema version %d\n", v)
+	return nil
+}

@@ -1,0 +1,437 @@
+// Package embedded runs a private PostgreSQL cluster for Kith: the default
+// store when no database URL is configured, and the throwaway cluster tests
+// use.
+//
+// It owns finding the server binaries, initdb on first use, starting the
+// server on a Unix socket inside the data directory (no TCP), waiting until
+// it accepts connections, and stopping it. It does not speak SQL beyond
+// creating the one database Kith uses; that is package postgres's job.
+//
+// PostgreSQL refuses to run as root. When the calling process is root, the
+// cluster runs as an unprivileged system user (by default "postgres") that
+// owns the cluster directory.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options says where and how to run a cluster.
+type Options struct {
+	// Dir is the cluster's data directory (PGDATA). It is created and
+	// initialised on first use. Its socket lives in it too.
+	Dir string
+	// Database is the database Kith uses; it is created when missing.
+	// Default "kith".
+	Database string
+	// User is the OS user that runs the server when the caller is root.
+	// Default "postgres". Ignored when the caller is not root.
+	User string
+	// BinDir holds initdb and postgres. Empty means search: $PATH, then
+	// /usr/lib/postgresql/<newest>/bin, then /usr/local/pgsql/bin.
+	BinDir string
+	// Settings are extra server settings (-c name=value), e.g. for tests
+	// {"fsync": "off"}.
+	Settings map[string]string
+	// StartTimeout bounds how long Start waits for the server to accept
+	// connections. Default 60 s.
+	StartTimeout time.Duration
+	// Logger receives the cluster's life-cycle events; the server's own
+	// output goes to Dir/log/postgres.log. Default: discard.
+	Logger *slog.Logger
+}
+
+// Cluster is a running private PostgreSQL server.
+type Cluster struct {
+	opts   Options
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // the server's exit error, valid once exited is closed
+	lock   *os.File
+}
+
+// ErrNoServer is returned when no PostgreSQL server binaries can be found.
+var ErrNoServer = errors.New("no PostgreSQL server binaries (initdb, postgres) found: install them (apt-get install postgresql) or pass --database-url to use an existing server")
+
+// ErrLocked is returned when another process already runs a cluster on the
+// same directory.
+var ErrLocked = errors.New("data directory is in use by another process")
+
+// port is the port number in the socket's file name; no TCP port is opened.
+const port = 5432
+
+// Start initialises the cluster directory if needed, starts the server and
+// waits until it accepts connections. The caller must call Stop.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Database == "" {
+		opts.Database = "kith"
+	}
+	if opts.User == "" {
+		opts.User = "postgres"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: data directory %q: %w", opts.Dir, err)
+	}
+	opts.Dir = dir
+	if len(filepath.Join(dir, ".s.PGSQL.5432")) > 100 {
+		return nil, fmt.Errorf("embedded: data directory %q: path too long for a Unix socket (at most about 90 characters)", dir)
+	}
+	bin, err := findBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	cred, owner, err := runAs(opts.User)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareDir(dir, owner); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, lock: lock, exited: make(chan struct{})}
+	if err := c.start(ctx, bin, cred); err != nil {
+		c.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, bin string, cred *syscall.Credential) error {
+	dir := c.opts.Dir
+	log := c.opts.Logger
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		log.Info("initialising PostgreSQL cluster", "dir", dir)
+		if err := c.initdb(ctx, bin, cred); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("embedded: %w", err)
+	}
+	// A stale postmaster.pid from a crash is handled by postgres itself; a
+	// live one belongs to a server we do not own, which our lock rules out
+	// for Kith processes.
+	logDir := filepath.Join(dir, "log")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return fmt.Errorf("embedded: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(logDir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("embedded: %w", err)
+		}
+	}
+	logFile, err := os.OpenFile(filepath.Join(logDir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("embedded: server log: %w", err)
+	}
+	args := []string{"-D", dir, "-k", dir, "-p", strconv.Itoa(port), "-c", "listen_addresses="}
+	keys := make([]string, 0, len(c.opts.Settings))
+	for k := range c.opts.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+c.opts.Settings[k])
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: cred,
+		// If Kith dies without stopping the server, the server gets a
+		// fast shutdown request instead of living on as an orphan.
+		Pdeathsig: syscall.SIGINT,
+		Setpgid:   true,
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("embedded: start postgres: %w", err)
+	}
+	c.cmd = cmd
+	go func() {
+		c.err = cmd.Wait()
+		logFile.Close()
+		close(c.exited)
+	}()
+	log.Info("started PostgreSQL", "pid", cmd.Process.Pid, "dir", dir)
+	if err := c.waitReady(ctx); err != nil {
+		c.stop()
+		return err
+	}
+	return nil
+}
+
+func (c *Cluster) initdb(ctx context.Context, bin string, cred *syscall.Credential) error {
+	dir := c.opts.Dir
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
+		"-D", dir, "-U", "kith", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("embedded: initdb %s: %w: %s", dir, err, lastLines(string(out), 5))
+	}
+	return nil
+}
+
+// waitReady polls until the server accepts connections, then creates the
+// database when missing.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	var lastErr error
+	for {
+		select {
+		case <-c.exited:
+			return fmt.Errorf("embedded: postgres exited at start (%v); see %s: %s",
+				c.err, c.logPath(), lastLines(readTail(c.logPath()), 3))
+		default:
+		}
+		conn, err := pgx.Connect(ctx, c.dsn("postgres"))
+		if err == nil {
+			err = c.ensureDatabase(ctx, conn)
+			conn.Close(context.Background())
+			return err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: postgres did not accept connections within %s: %v", c.opts.StartTimeout, lastErr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) ensureDatabase(ctx context.Context, conn *pgx.Conn) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.opts.Database).Scan(&exists); err != nil {
+		return fmt.Errorf("embedded: look up database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.opts.Database}.Sanitize()); err != nil {
+		return fmt.Errorf("embedded: create database %s: %w", c.opts.Database, err)
+	}
+	return nil
+}
+
+// URL returns the connection string for the cluster's Kith database.
+func (c *Cluster) URL() string { return c.dsn(c.opts.Database) }
+
+// URLFor returns the connection string for another database of the cluster.
+func (c *Cluster) URLFor(database string) string { return c.dsn(database) }
+
+func (c *Cluster) dsn(database string) string {
+	return fmt.Sprintf("host=%s port=%d user=kith dbname=%s sslmode=disable", c.opts.Dir, port, database)
+}
+
+func (c *Cluster) logPath() string { return filepath.Join(c.opts.Dir, "log", "postgres.log") }
+
+// Stop shuts the server down (fast shutdown: open transactions roll back,
+// the data is consistent) and waits for it to exit. It is safe to call more
+// than once.
+func (c *Cluster) Stop() error {
+	err := c.stop()
+	c.release()
+	return err
+}
+
+func (c *Cluster) stop() error {
+	if c.cmd == nil {
+		return nil
+	}
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		// Immediate shutdown: recovery runs at the next start.
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+	}
+	c.opts.Logger.Info("stopped PostgreSQL", "dir", c.opts.Dir)
+	return nil
+}
+
+func (c *Cluster) release() {
+	if c.lock != nil {
+		c.lock.Close()
+		c.lock = nil
+	}
+}
+
+// findBinDir returns the directory holding initdb and postgres.
+func findBinDir(explicit string) (string, error) {
+	has := func(dir string) bool {
+		for _, name := range []string{"initdb", "postgres"} {
+			if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	if explicit != "" {
+		if has(explicit) {
+			return explicit, nil
+		}
+		return "", fmt.Errorf("embedded: %s has no initdb and postgres: %w", explicit, ErrNoServer)
+	}
+	// Debian's versioned directories first, newest version first: their
+	// binaries are the real ones (the ones on PATH may be wrappers).
+	var candidates []string
+	if entries, err := os.ReadDir("/usr/lib/postgresql"); err == nil {
+		var versions []int
+		for _, e := range entries {
+			if v, err := strconv.Atoi(e.Name()); err == nil {
+				versions = append(versions, v)
+			}
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(versions)))
+		for _, v := range versions {
+			candidates = append(candidates, fmt.Sprintf("/usr/lib/postgresql/%d/bin", v))
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			candidates = append(candidates, filepath.Dir(real))
+		}
+	}
+	candidates = append(candidates, "/usr/local/pgsql/bin", "/usr/pgsql/bin")
+	for _, dir := range candidates {
+		if has(dir) {
+			return dir, nil
+		}
+	}
+	return "", ErrNoServer
+}
+
+// runAs returns the credential to run the server with (nil when the caller
+// is not root) and the uid/gid that must own the cluster directory.
+func runAs(name string) (*syscall.Credential, *[2]int, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded: PostgreSQL refuses to run as root and the user %q to run it as does not exist (install postgresql, which creates it, or use --database-url): %w", name, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil, nil, fmt.Errorf("embedded: user %q is not an unprivileged user", name)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, &[2]int{uid, gid}, nil
+}
+
+// prepareDir creates the cluster directory with the permissions PostgreSQL
+// demands (0700, owned by the server's user) and checks that the server's
+// user can reach it.
+func prepareDir(dir string, owner *[2]int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("embedded: create data directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("embedded: data directory: %w", err)
+	}
+	if owner == nil {
+		return nil
+	}
+	if err := os.Chown(dir, owner[0], owner[1]); err != nil {
+		return fmt.Errorf("embedded: hand data directory to the server's user: %w", err)
+	}
+	// Every directory above must be searchable by the server's user.
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("embedded: %w", err)
+		}
+		sys, _ := st.Sys().(*syscall.Stat_t)
+		searchable := st.Mode().Perm()&0o001 != 0 ||
+			(sys != nil && int(sys.Uid) == owner[0] && st.Mode().Perm()&0o100 != 0) ||
+			(sys != nil && int(sys.Gid) == owner[1] && st.Mode().Perm()&0o010 != 0)
+		if !searchable {
+			return fmt.Errorf("embedded: the PostgreSQL server's user cannot reach %s: %s is not searchable by others (chmod o+x %s, or choose another --data-dir)", dir, p, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// lockDir takes an exclusive lock on a file beside the cluster directory, so
+// a second Kith on the same data directory fails at once.
+func lockDir(dir string) (*os.File, error) {
+	path := dir + ".lock"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder, _ := os.ReadFile(path)
+			return nil, fmt.Errorf("embedded: %s: %w (pid %s); stop it first", filepath.Dir(dir), ErrLocked, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("embedded: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+	}
+	return f, nil
+}
+
+func readTail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 4096 {
+		f.Seek(st.Size()-4096, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
