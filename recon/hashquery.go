@@ -1,0 +1,433 @@
+// /pks/hashquery: how keys found missing by recon are fetched. The request
+// body is a count, then each digest as an int32 16 and its 16 bytes; the
+// response is a count, then each key as an int32 length and its binary
+// packets, then (from SKS) a trailing CRLF.
+
+package recon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HashQuery limits.
+const (
+	// MaxHashQueryBatch is the most digests Kith asks for in one request,
+	// as SKS does; a server should accept at least this many.
+	MaxHashQueryBatch = 100
+	// DefaultMaxHashQueryResponse caps one response body.
+	DefaultMaxHashQueryResponse = 64 << 20
+	// DefaultMaxKeySize caps one key in a response.
+	DefaultMaxKeySize = 16 << 20
+)
+
+// ErrRejected is what a fetcher's store callback wraps when it refuses a
+// key (policy, parse failure): the fetch goes on with the next key and the
+// key's digest is not asked for again for a while.
+var ErrRejected = errors.New("recon: key rejected")
+
+// MarshalHashQueryRequest returns the /pks/hashquery request body for digests.
+func MarshalHashQueryRequest(digests [][16]byte) []byte {
+	b := make([]byte, 0, 4+20*len(digests))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(digests)))
+	for _, d := range digests {
+		b = binary.BigEndian.AppendUint32(b, 16)
+		b = append(b, d[:]...)
+	}
+	return b
+}
+
+// ParseHashQueryRequest parses a /pks/hashquery request body holding at most
+// maxDigests digests (0 means MaxHashQueryBatch). Trailing bytes are an error.
+func ParseHashQueryRequest(body []byte, maxDigests int) ([][16]byte, error) {
+	if maxDigests <= 0 {
+		maxDigests = MaxHashQueryBatch
+	}
+	d := &decoder{b: body}
+	n := d.count(20)
+	if d.err == nil && n > maxDigests {
+		d.fail("hashquery for %d digests (limit %d)", n, maxDigests)
+	}
+	out := make([][16]byte, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		if l := d.int(); l != 16 && d.err == nil {
+			d.fail("hashquery digest %d is %d bytes, want 16", i, l)
+		}
+		if v := d.take(16); v != nil {
+			out = append(out, [16]byte(v))
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d trailing bytes after hashquery", len(d.b))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("recon: parsing hashquery request: %w", d.err)
+	}
+	return out, nil
+}
+
+// WriteHashQueryResponse writes a /pks/hashquery response body holding
+// keys, each the binary packets of one transferable public key.
+func WriteHashQueryResponse(w io.Writer, keys [][]byte) error {
+	bw := bufio.NewWriter(w)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(keys)))
+	bw.Write(hdr[:])
+	for _, k := range keys {
+		binary.BigEndian.PutUint32(hdr[:], uint32(len(k)))
+		bw.Write(hdr[:])
+		bw.Write(k)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("recon: writing hashquery response: %w", err)
+	}
+	return nil
+}
+
+// HashQueryLimits bound what ReadHashQueryResponse accepts.
+type HashQueryLimits struct {
+	MaxKeys    int   // most keys in one response; 0 means MaxHashQueryBatch
+	MaxKeySize int   // most bytes in one key; 0 means DefaultMaxKeySize
+	MaxBody    int64 // most bytes in the body; 0 means DefaultMaxHashQueryResponse
+}
+
+// errResponseTooLarge marks a response over the body cap.
+var errResponseTooLarge = errors.New("hashquery response too large")
+
+// ReadHashQueryResponse reads a /pks/hashquery response body, calling fn
+// with each key's bytes (valid only during the call) in order. A trailing
+// CRLF, which SKS appends, is accepted; anything else after the keys is an
+// error.
+func ReadHashQueryResponse(r io.Reader, lim HashQueryLimits, fn func(key []byte) error) error {
+	if lim.MaxKeys <= 0 {
+		lim.MaxKeys = MaxHashQueryBatch
+	}
+	if lim.MaxKeySize <= 0 {
+		lim.MaxKeySize = DefaultMaxKeySize
+	}
+	if lim.MaxBody <= 0 {
+		lim.MaxBody = DefaultMaxHashQueryResponse
+	}
+	lr := &io.LimitedReader{R: r, N: lim.MaxBody + 1}
+	br := bufio.NewReader(lr)
+	readInt := func() (int, error) {
+		var b [4]byte
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			if lr.N <= 0 {
+				return 0, errResponseTooLarge
+			}
+			return 0, err
+		}
+		return int(int32(binary.BigEndian.Uint32(b[:]))), nil
+	}
+	n, err := readInt()
+	if err != nil {
+		return fmt.Errorf("recon: hashquery response count: %w", err)
+	}
+	if n < 0 || n > lim.MaxKeys {
+		return fmt.Errorf("recon: hashquery response: %w", protoErr("%d keys (limit %d)", n, lim.MaxKeys))
+	}
+	var buf []byte
+	for i := 0; i < n; i++ {
+		l, err := readInt()
+		if err != nil {
+			return fmt.Errorf("recon: hashquery response key %d: %w", i, err)
+		}
+		if l < 0 || l > lim.MaxKeySize {
+			return fmt.Errorf("recon: hashquery response key %d: %w", i, protoErr("%d bytes (limit %d)", l, lim.MaxKeySize))
+		}
+		if int64(l) > lr.N+int64(br.Buffered()) {
+			return fmt.Errorf("recon: hashquery response key %d: %w", i, errResponseTooLarge)
+		}
+		if cap(buf) < l {
+			buf = make([]byte, l)
+		}
+		buf = buf[:l]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("recon: hashquery response key %d of %d bytes: %w", i, l, err)
+		}
+		if err := fn(buf); err != nil {
+			return err
+		}
+	}
+	rest, err := io.ReadAll(io.LimitReader(br, 16))
+	if err != nil {
+		return fmt.Errorf("recon: hashquery response trailer: %w", err)
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return fmt.Errorf("recon: hashquery response: %w", protoErr("%d unexpected bytes after %d keys", len(rest), n))
+	}
+	return nil
+}
+
+// FetchResult counts what one fetch did.
+type FetchResult struct {
+	Requested int // digests asked for
+	Skipped   int // digests not asked for: rejected recently
+	Received  int // keys in the responses
+	Stored    int // keys the store callback accepted
+	Rejected  int // keys the store callback rejected
+}
+
+// Fetcher gets the keys the local side lacks from a peer and stores them.
+type Fetcher interface {
+	Fetch(ctx context.Context, peer Peer, missing [][16]byte) (FetchResult, error)
+}
+
+// HashQueryFetcher is the Fetcher that asks a peer's /pks/hashquery in
+// batches of at most 100 digests, halving a batch when the peer fails or
+// its response is too large and growing it back after successes. It is
+// safe for concurrent use.
+type HashQueryFetcher struct {
+	// Store receives each fetched key's bytes. Returning an error that
+	// wraps ErrRejected skips the key; any other error stops the fetch.
+	Store func(ctx context.Context, key []byte) error
+	// KeyDigest, if set, returns a key's SKS digest, so rejected keys and
+	// digests the peer did not serve are remembered one by one. Without it
+	// a batch that had any such key is remembered whole (its stored keys
+	// are in the tree by the next round anyway).
+	KeyDigest func(key []byte) ([16]byte, error)
+	// Client is the HTTP client; nil means one with a 5-minute timeout.
+	Client *http.Client
+	// Limits bound each response; MaxKeys is set per batch.
+	Limits HashQueryLimits
+	// Logger receives logs; nil discards them.
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	batch    int
+	rejected *boundedSet
+	client   *http.Client
+}
+
+// Rejected digests are remembered this long, at most this many.
+const (
+	rejectTTL = 24 * time.Hour
+	rejectCap = 100_000
+)
+
+// NewHashQueryFetcher returns a fetcher that hands keys to store.
+func NewHashQueryFetcher(store func(ctx context.Context, key []byte) error, logger *slog.Logger) *HashQueryFetcher {
+	return &HashQueryFetcher{Store: store, Logger: logger}
+}
+
+func (f *HashQueryFetcher) init() {
+	if f.rejected == nil {
+		f.rejected = newBoundedSet(rejectCap, rejectTTL)
+		f.batch = MaxHashQueryBatch
+		f.client = f.Client
+		if f.client == nil {
+			f.client = &http.Client{Timeout: 5 * time.Minute}
+		}
+		if f.Logger == nil {
+			f.Logger = slog.New(slog.DiscardHandler)
+		}
+	}
+}
+
+// Fetch implements Fetcher.
+func (f *HashQueryFetcher) Fetch(ctx context.Context, peer Peer, missing [][16]byte) (FetchResult, error) {
+	f.mu.Lock()
+	f.init()
+	var res FetchResult
+	todo := make([][16]byte, 0, len(missing))
+	now := time.Now()
+	for _, d := range missing {
+		if f.rejected.has(d, now) {
+			res.Skipped++
+			continue
+		}
+		todo = append(todo, d)
+	}
+	f.mu.Unlock()
+	if peer.HTTP == "" {
+		return res, fmt.Errorf("recon: fetching from %s: no HTTP base URL", peer.Address)
+	}
+	url := strings.TrimSuffix(peer.HTTP, "/") + "/pks/hashquery"
+	singleFailures := 0
+	for len(todo) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		f.mu.Lock()
+		n := min(f.batch, len(todo))
+		f.mu.Unlock()
+		batch := todo[:n]
+		err := f.fetchBatch(ctx, url, batch, &res)
+		if err == nil {
+			singleFailures = 0
+			todo = todo[n:]
+			f.mu.Lock()
+			f.batch = min(2*f.batch, MaxHashQueryBatch)
+			f.mu.Unlock()
+			continue
+		}
+		var fatal *fatalStoreError
+		if errors.As(err, &fatal) || ctx.Err() != nil {
+			return res, err
+		}
+		if n == 1 {
+			// One digest the peer cannot serve: remember it and go on,
+			// unless the peer fails every time.
+			if singleFailures++; singleFailures >= 3 {
+				return res, fmt.Errorf("recon: fetching from %s: %w", peer.Address, err)
+			}
+			f.Logger.Warn("recon: hashquery for one key failed", "peer", peer.Address, "digest", fmt.Sprintf("%x", batch[0]), "err", err)
+			f.remember(batch)
+			todo = todo[1:]
+			continue
+		}
+		f.mu.Lock()
+		f.batch = max(n/2, 1)
+		f.mu.Unlock()
+		f.Logger.Debug("recon: hashquery batch failed, halving", "peer", peer.Address, "batch", n, "err", err)
+		if !retryable(err) {
+			return res, fmt.Errorf("recon: fetching from %s: %w", peer.Address, err)
+		}
+	}
+	return res, nil
+}
+
+// fatalStoreError is a store callback error that stops the fetch.
+type fatalStoreError struct{ err error }
+
+func (e *fatalStoreError) Error() string { return "recon: storing a fetched key: " + e.err.Error() }
+func (e *fatalStoreError) Unwrap() error { return e.err }
+
+// httpStatusError is a non-200 hashquery answer.
+type httpStatusError struct{ status int }
+
+func (e *httpStatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.status) }
+
+// retryable reports whether a smaller batch might succeed where this failed.
+func retryable(err error) bool {
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		return se.status == http.StatusRequestEntityTooLarge || se.status >= 500
+	}
+	return errors.Is(err, errResponseTooLarge) || errors.Is(err, ErrProtocol) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func (f *HashQueryFetcher) remember(ds [][16]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	for _, d := range ds {
+		f.rejected.add(d, now)
+	}
+}
+
+func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][16]byte, res *FetchResult) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(MarshalHashQueryRequest(batch)))
+	if err != nil {
+		return fmt.Errorf("recon: hashquery request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return &httpStatusError{status: resp.StatusCode}
+	}
+	lim := f.Limits
+	lim.MaxKeys = len(batch)
+	var received, rejected int
+	served := make(map[[16]byte]bool)
+	err = ReadHashQueryResponse(resp.Body, lim, func(key []byte) error {
+		received++
+		if f.KeyDigest != nil {
+			if d, err := f.KeyDigest(key); err == nil {
+				served[d] = true
+			}
+		}
+		if err := f.Store(ctx, key); err != nil {
+			if !errors.Is(err, ErrRejected) {
+				return &fatalStoreError{err}
+			}
+			rejected++
+			if f.KeyDigest != nil {
+				if d, err := f.KeyDigest(key); err == nil {
+					served[d] = false // served, but refused
+				}
+			}
+			return nil
+		}
+		return nil
+	})
+	res.Received += received
+	res.Rejected += rejected
+	res.Stored += received - rejected
+	if err != nil {
+		return err
+	}
+	res.Requested += len(batch)
+	// Remember what we will not get by asking again.
+	switch {
+	case f.KeyDigest != nil:
+		var forget [][16]byte
+		for _, d := range batch {
+			if ok, seen := served[d]; !seen || !ok {
+				forget = append(forget, d)
+			}
+		}
+		f.remember(forget)
+	case rejected > 0 || received < len(batch):
+		f.remember(batch)
+	}
+	return nil
+}
+
+// boundedSet remembers digests for a while, forgetting the oldest first
+// once full.
+type boundedSet struct {
+	cap   int
+	ttl   time.Duration
+	at    map[[16]byte]time.Time
+	order [][16]byte // insertion order, a ring once full
+	next  int
+}
+
+func newBoundedSet(cap int, ttl time.Duration) *boundedSet {
+	return &boundedSet{cap: cap, ttl: ttl, at: make(map[[16]byte]time.Time)}
+}
+
+func (s *boundedSet) has(d [16]byte, now time.Time) bool {
+	t, ok := s.at[d]
+	return ok && now.Sub(t) < s.ttl
+}
+
+func (s *boundedSet) add(d [16]byte, now time.Time) {
+	if _, ok := s.at[d]; ok {
+		s.at[d] = now
+		return
+	}
+	if len(s.order) < s.cap {
+		s.order = append(s.order, d)
+	} else {
+		delete(s.at, s.order[s.next])
+		s.order[s.next] = d
+		s.next = (s.next + 1) % s.cap
+	}
+	s.at[d] = now
+}
+
+func (s *boundedSet) len() int { return len(s.at) }

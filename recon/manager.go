@@ -1,0 +1,428 @@
+// The peer manager: the recon listener, the membership list and the gossip
+// loop that reconciles with a random peer every interval, then hands what
+// was found missing to a Fetcher.
+
+package recon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Peer is one membership entry: a keyserver Kith reconciles with.
+type Peer struct {
+	// Address is the peer's recon host:port.
+	Address string
+	// HTTP is the peer's HKP base URL, for /pks/hashquery. Empty means
+	// http://HOST:PORT with the peer's host and the HTTP port it announces.
+	HTTP string
+	// Filters is announced to the peer verbatim and must equal, as a set,
+	// what the peer announces. Empty means DefaultFilters. Use the peer's
+	// own string for Hockeypuck, which compares exact sorted strings.
+	Filters string
+	// Disabled keeps the entry (connections from it are still accepted)
+	// but the gossip loop never picks it.
+	Disabled bool
+}
+
+func (p Peer) filters() string {
+	if p.Filters == "" {
+		return DefaultFilters
+	}
+	return p.Filters
+}
+
+// ManagerConfig configures a Manager. Zero fields take the defaults.
+type ManagerConfig struct {
+	// Listen is the recon listen address. Default 127.0.0.1:11370.
+	Listen string
+	// Interval is the mean time between gossip rounds; each wait is drawn
+	// from ±25% around it. Default 60 s.
+	Interval time.Duration
+	// HTTPPort is the local HKP port, announced to peers for hashquery.
+	HTTPPort int
+	// Peers is the membership list.
+	Peers []Peer
+	// DialTimeout bounds connecting to a peer. Default 30 s.
+	DialTimeout time.Duration
+	// ReadTimeout bounds each read and write. Default 300 s.
+	ReadTimeout time.Duration
+	// SessionTimeout bounds a whole recon. Default 3600 s.
+	SessionTimeout time.Duration
+	// MaxIncoming bounds concurrent incoming sessions. Default 4.
+	MaxIncoming int
+}
+
+// DefaultListen is the default recon listen address: loopback only.
+const DefaultListen = "127.0.0.1:11370"
+
+// DefaultInterval is the default mean time between gossip rounds.
+const DefaultInterval = 60 * time.Second
+
+// PeerStatus is a snapshot of one peer's recon history.
+type PeerStatus struct {
+	Peer             Peer
+	LastRecon        time.Time     // when the last session ended
+	LastSuccess      time.Time     // when a session last succeeded
+	LastDuration     time.Duration // how long the last session took
+	Sessions         int           // sessions in either role
+	Failures         int           // failed sessions and fetches
+	LastError        string        // why the last failure failed
+	ElementsReceived int           // digests found missing here, from this peer
+	ElementsSent     int           // digests this side told the peer it lacks
+	KeysStored       int           // fetched keys the store accepted
+	KeysRejected     int           // fetched keys the store rejected
+}
+
+// Manager runs recon with a set of peers: it accepts their connections
+// (driving those sessions), gossips with a random one every interval
+// (answering), and fetches what each session found missing. It is safe for
+// concurrent use.
+type Manager struct {
+	cfg     ManagerConfig
+	tree    *Tree
+	fetcher Fetcher
+	log     *slog.Logger
+	metrics *metrics
+	sem     chan struct{}
+
+	mu     sync.Mutex
+	peers  []Peer
+	status map[string]*PeerStatus
+}
+
+// NewManager returns a Manager for tree. Fetched keys go to fetcher; logs
+// to logger (nil discards); metrics are registered on reg (nil skips them).
+func NewManager(cfg ManagerConfig, tree *Tree, fetcher Fetcher, logger *slog.Logger, reg prometheus.Registerer) (*Manager, error) {
+	if tree == nil || fetcher == nil {
+		return nil, errors.New("recon: NewManager needs a tree and a fetcher")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.MaxIncoming <= 0 {
+		cfg.MaxIncoming = 4
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{cfg: cfg, tree: tree, fetcher: fetcher, log: logger,
+		sem: make(chan struct{}, cfg.MaxIncoming), status: make(map[string]*PeerStatus)}
+	if err := m.SetPeers(cfg.Peers); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.metrics, err = newMetrics(reg, tree); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SetPeers replaces the membership list.
+func (m *Manager) SetPeers(peers []Peer) error {
+	for _, p := range peers {
+		if _, _, err := net.SplitHostPort(p.Address); err != nil {
+			return fmt.Errorf("recon: peer address %q: %w", p.Address, err)
+		}
+		if p.HTTP != "" {
+			if u, err := url.Parse(p.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+				return fmt.Errorf("recon: peer %s: HTTP base URL %q is not an http(s) URL", p.Address, p.HTTP)
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peers = append([]Peer(nil), peers...)
+	for _, p := range peers {
+		if st, ok := m.status[p.Address]; ok {
+			st.Peer = p
+		} else {
+			m.status[p.Address] = &PeerStatus{Peer: p}
+		}
+	}
+	return nil
+}
+
+// Status returns a snapshot of every listed peer's status, in list order.
+func (m *Manager) Status() []PeerStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]PeerStatus, 0, len(m.peers))
+	for _, p := range m.peers {
+		out = append(out, *m.status[p.Address])
+	}
+	return out
+}
+
+// Run listens on the configured address, accepts peers' sessions and
+// gossips until ctx is done.
+func (m *Manager) Run(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", m.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("recon: listening on %s: %w", m.cfg.Listen, err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- m.Serve(ctx, ln) }()
+	m.Gossip(ctx)
+	return <-errc
+}
+
+// Serve accepts recon connections on ln until ctx is done, closing ln. Only
+// listed peers' IPs are served; others are closed with a logged reason.
+func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	m.log.Info("recon: listening", "addr", ln.Addr().String())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("recon: accepting: %w", err)
+		}
+		select {
+		case m.sem <- struct{}{}:
+		default:
+			m.log.Warn("recon: refused connection: too many sessions", "remote", c.RemoteAddr().String())
+			m.metrics.refused("busy")
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-m.sem }()
+			m.serveConn(ctx, c)
+		}()
+	}
+}
+
+// peersAt returns the listed peers whose host resolves to ip.
+func (m *Manager) peersAt(ctx context.Context, ip net.IP) []Peer {
+	m.mu.Lock()
+	peers := append([]Peer(nil), m.peers...)
+	m.mu.Unlock()
+	var out []Peer
+	for _, p := range peers {
+		host, _, _ := net.SplitHostPort(p.Address)
+		if pip := net.ParseIP(host); pip != nil {
+			if pip.Equal(ip) {
+				out = append(out, p)
+			}
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		addrs, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+		cancel()
+		if err != nil {
+			m.log.Debug("recon: resolving peer", "peer", p.Address, "err", err)
+			continue
+		}
+		for _, a := range addrs {
+			if a.IP.Equal(ip) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (m *Manager) serveConn(ctx context.Context, c net.Conn) {
+	remote := c.RemoteAddr().String()
+	host, _, _ := net.SplitHostPort(remote)
+	cands := m.peersAt(ctx, net.ParseIP(host))
+	if len(cands) == 0 {
+		m.log.Warn("recon: refused connection: not a listed peer", "remote", remote)
+		m.metrics.refused("unlisted")
+		c.Close()
+		return
+	}
+	peer := cands[0]
+	cfg := m.sessionConfig(peer)
+	if !sameFilters(cands) {
+		// Several entries share this IP: pick by what the peer announces.
+		cfg.SelectFilters = func(rc *Config) (string, error) {
+			for _, p := range cands {
+				if FiltersEqual(rc.Filters, p.filters()) && announcedPort(p, rc.HTTPPort) {
+					peer = p
+					return p.filters(), nil
+				}
+			}
+			for _, p := range cands {
+				if FiltersEqual(rc.Filters, p.filters()) {
+					peer = p
+					return p.filters(), nil
+				}
+			}
+			return "", fmt.Errorf("filters do not match: %q", rc.Filters)
+		}
+	}
+	start := time.Now()
+	res, err := Drive(ctx, c, m.tree, cfg)
+	m.finishSession(ctx, peer, "drive", host, start, res, err)
+}
+
+func sameFilters(ps []Peer) bool {
+	for _, p := range ps[1:] {
+		if !FiltersEqual(p.filters(), ps[0].filters()) {
+			return false
+		}
+	}
+	return true
+}
+
+// announcedPort reports whether p's HTTP URL uses the announced port.
+func announcedPort(p Peer, port int) bool {
+	u, err := url.Parse(p.HTTP)
+	return err == nil && u.Port() == strconv.Itoa(port)
+}
+
+func (m *Manager) sessionConfig(p Peer) SessionConfig {
+	return SessionConfig{
+		HTTPPort:    m.cfg.HTTPPort,
+		Filters:     p.filters(),
+		ReadTimeout: m.cfg.ReadTimeout,
+		Timeout:     m.cfg.SessionTimeout,
+		Logger:      m.log,
+	}
+}
+
+// Gossip reconciles with a random enabled peer every interval (±25%)
+// until ctx is done. Failures are logged and counted in Status.
+func (m *Manager) Gossip(ctx context.Context) {
+	for {
+		wait := time.Duration(float64(m.cfg.Interval) * (0.75 + 0.5*rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		p, ok := m.pickPeer()
+		if !ok {
+			continue
+		}
+		m.ReconcileWith(ctx, p)
+	}
+}
+
+func (m *Manager) pickPeer() (Peer, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var enabled []Peer
+	for _, p := range m.peers {
+		if !p.Disabled {
+			enabled = append(enabled, p)
+		}
+	}
+	if len(enabled) == 0 {
+		return Peer{}, false
+	}
+	return enabled[rand.IntN(len(enabled))], true
+}
+
+// ReconcileWith dials peer now, answers its recon session and fetches what
+// the session found missing. The error, if any, is also in Status.
+func (m *Manager) ReconcileWith(ctx context.Context, peer Peer) (Result, FetchResult, error) {
+	start := time.Now()
+	d := net.Dialer{Timeout: m.cfg.DialTimeout}
+	c, err := d.DialContext(ctx, "tcp", peer.Address)
+	if err != nil {
+		err = fmt.Errorf("recon: dialing %s: %w", peer.Address, err)
+		m.finishSession(ctx, peer, "answer", "", start, Result{}, err)
+		return Result{}, FetchResult{}, err
+	}
+	host, _, _ := net.SplitHostPort(peer.Address)
+	res, err := Answer(ctx, c, m.tree, m.sessionConfig(peer))
+	fr, ferr := m.finishSession(ctx, peer, "answer", host, start, res, err)
+	if err == nil {
+		err = ferr
+	}
+	return res, fr, err
+}
+
+// finishSession records a session and fetches what it found missing.
+func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host string, start time.Time, res Result, err error) (FetchResult, error) {
+	took := time.Since(start)
+	m.metrics.session(peer.Address, role, err, took, len(res.Missing), len(res.PeerMissing))
+	m.mu.Lock()
+	st := m.statusOf(peer)
+	st.Sessions++
+	st.LastRecon = time.Now()
+	st.LastDuration = took
+	if err != nil {
+		st.Failures++
+		st.LastError = err.Error()
+	} else {
+		st.LastSuccess = st.LastRecon
+		st.ElementsReceived += len(res.Missing)
+		st.ElementsSent += len(res.PeerMissing)
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Warn("recon: session failed", "peer", peer.Address, "role", role, "err", err)
+		return FetchResult{}, err
+	}
+	m.log.Info("recon: session done", "peer", peer.Address, "role", role, "missing", len(res.Missing),
+		"peer_missing", len(res.PeerMissing), "took", took, "bytes_in", res.BytesRead, "bytes_out", res.BytesWritten)
+	if len(res.Missing) == 0 {
+		return FetchResult{}, nil
+	}
+	if peer.HTTP == "" && res.Remote.HTTPPort > 0 && host != "" {
+		peer.HTTP = "http://" + net.JoinHostPort(host, strconv.Itoa(res.Remote.HTTPPort))
+	}
+	fr, ferr := m.fetcher.Fetch(ctx, peer, res.Missing)
+	m.metrics.fetched(peer.Address, fr)
+	m.mu.Lock()
+	st = m.statusOf(peer)
+	st.KeysStored += fr.Stored
+	st.KeysRejected += fr.Rejected
+	if ferr != nil {
+		st.Failures++
+		st.LastError = ferr.Error()
+	}
+	m.mu.Unlock()
+	if ferr != nil {
+		m.log.Warn("recon: fetch failed", "peer", peer.Address, "err", ferr)
+		return fr, ferr
+	}
+	m.log.Info("recon: fetched", "peer", peer.Address, "requested", fr.Requested, "stored", fr.Stored,
+		"rejected", fr.Rejected, "skipped", fr.Skipped)
+	return fr, nil
+}
+
+// statusOf returns the status entry for peer; m.mu must be held.
+func (m *Manager) statusOf(p Peer) *PeerStatus {
+	st, ok := m.status[p.Address]
+	if !ok {
+		st = &PeerStatus{Peer: p}
+		m.status[p.Address] = st
+	}
+	return st
+}

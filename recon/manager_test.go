@@ -1,0 +1,220 @@
+package recon
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// recordingFetcher records what it is asked to fetch.
+type recordingFetcher struct {
+	mu    sync.Mutex
+	calls []fetchCall
+	got   chan struct{}
+}
+
+type fetchCall struct {
+	peer    Peer
+	missing [][16]byte
+}
+
+func newRecordingFetcher() *recordingFetcher { return &recordingFetcher{got: make(chan struct{}, 16)} }
+
+func (f *recordingFetcher) Fetch(ctx context.Context, peer Peer, missing [][16]byte) (FetchResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fetchCall{peer, missing})
+	f.mu.Unlock()
+	f.got <- struct{}{}
+	return FetchResult{Requested: len(missing), Stored: len(missing)}, nil
+}
+
+func (f *recordingFetcher) wait(t *testing.T) fetchCall {
+	t.Helper()
+	select {
+	case <-f.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no fetch within 30 s")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[len(f.calls)-1]
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func TestManagersReconcileAndFetch(t *testing.T) {
+	d, a, dOnly, aOnly := splitSets(77, 3000, 40, 60)
+	lnA, lnB := listen(t), listen(t)
+	peerA := Peer{Address: lnA.Addr().String(), HTTP: "http://127.0.0.1:11371"}
+	peerB := Peer{Address: lnB.Addr().String()} // HTTP from its Config
+	fa, fb := newRecordingFetcher(), newRecordingFetcher()
+	regA := prometheus.NewRegistry()
+	mA, err := NewManager(ManagerConfig{HTTPPort: 11371, Peers: []Peer{peerB}}, BuildTree(a), fa, nil, regA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mB, err := NewManager(ManagerConfig{HTTPPort: 11381, Peers: []Peer{peerA}}, BuildTree(d), fb, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mA.Serve(ctx, lnA)
+	go mB.Serve(ctx, lnB)
+
+	// A dials B: A answers, B drives; each fetches what it lacks.
+	res, fr, err := mA.ReconcileWith(ctx, peerB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameDigests(res.Missing, dOnly) || fr.Stored != len(dOnly) {
+		t.Fatalf("A missing %d, want %d", len(res.Missing), len(dOnly))
+	}
+	callA := fa.wait(t)
+	if callA.peer.HTTP != "http://127.0.0.1:11381" {
+		t.Errorf("A fetched from %q, want the port B announced", callA.peer.HTTP)
+	}
+	callB := fb.wait(t)
+	if !sameDigests(callB.missing, aOnly) || callB.peer.HTTP != peerA.HTTP {
+		t.Fatalf("B fetched %d from %q, want %d from %q", len(callB.missing), callB.peer.HTTP, len(aOnly), peerA.HTTP)
+	}
+	st := mA.Status()
+	if len(st) != 1 || st[0].Sessions != 1 || st[0].ElementsReceived != len(dOnly) || st[0].KeysStored != len(dOnly) || st[0].LastSuccess.IsZero() {
+		t.Fatalf("A status = %+v", st)
+	}
+	if got := counterValue(t, mA.metrics.missing.WithLabelValues(peerB.Address)); got != float64(len(dOnly)) {
+		t.Errorf("elements received metric = %v", got)
+	}
+	if got := counterValue(t, mA.metrics.sessions.WithLabelValues(peerB.Address, "answer", "ok")); got != 1 {
+		t.Errorf("sessions metric = %v", got)
+	}
+}
+
+func TestManagerRefusesUnlistedPeers(t *testing.T) {
+	ln := listen(t)
+	reg := prometheus.NewRegistry()
+	m, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.2:11370"}}}, NewTree(), newRecordingFetcher(), nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Serve(ctx, ln)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read from refused connection = %v, want EOF", err)
+	}
+	if got := counterValue(t, m.metrics.refusals.WithLabelValues("unlisted")); got != 1 {
+		t.Fatalf("refusals = %v", got)
+	}
+}
+
+func TestManagerGossipsWithRandomPeer(t *testing.T) {
+	d, a, dOnly, _ := splitSets(78, 500, 5, 5)
+	lnB := listen(t)
+	fB := newRecordingFetcher()
+	mB, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.1:1"}}}, BuildTree(d), fB, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fA := newRecordingFetcher()
+	peers := []Peer{{Address: lnB.Addr().String(), HTTP: "http://127.0.0.1:2"}, {Address: "127.0.0.1:3", Disabled: true}}
+	mA, err := NewManager(ManagerConfig{Interval: 20 * time.Millisecond, Peers: peers}, BuildTree(a), fA, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mB.Serve(ctx, lnB)
+	go mA.Gossip(ctx)
+	call := fA.wait(t)
+	if !sameDigests(call.missing, dOnly) || call.peer.Address != lnB.Addr().String() {
+		t.Fatalf("gossip fetched %d from %s", len(call.missing), call.peer.Address)
+	}
+	if st := mA.Status(); st[1].Sessions != 0 {
+		t.Fatal("gossip picked a disabled peer")
+	}
+}
+
+func TestManagerPicksPeerByAnnouncedFilters(t *testing.T) {
+	// Two entries on one IP with different filters: the listener reads the
+	// peer's Config first and answers with the matching entry's filters.
+	d, a, _, aOnly := splitSets(79, 200, 3, 3)
+	ln := listen(t)
+	fB := newRecordingFetcher()
+	peers := []Peer{
+		{Address: "127.0.0.1:5", HTTP: "http://127.0.0.1:6", Filters: "hockeypuck.x,yminsky.dedup"},
+		{Address: "127.0.0.1:7", HTTP: "http://127.0.0.1:8"},
+	}
+	mB, err := NewManager(ManagerConfig{Peers: peers}, BuildTree(d), fB, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mB.Serve(ctx, ln)
+	mA, err := NewManager(ManagerConfig{Peers: []Peer{{Address: ln.Addr().String(), Filters: "yminsky.dedup,hockeypuck.x"}}}, BuildTree(a), newRecordingFetcher(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mA.ReconcileWith(ctx, mA.Status()[0].Peer); err != nil {
+		t.Fatal(err)
+	}
+	call := fB.wait(t)
+	if call.peer.Address != "127.0.0.1:5" || !sameDigests(call.missing, aOnly) {
+		t.Fatalf("listener attributed the session to %s", call.peer.Address)
+	}
+}
+
+func TestManagerRecordsDialFailure(t *testing.T) {
+	ln := listen(t)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	m, err := NewManager(ManagerConfig{Peers: []Peer{{Address: addr}}}, NewTree(), newRecordingFetcher(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.ReconcileWith(context.Background(), Peer{Address: addr}); err == nil {
+		t.Fatal("ReconcileWith a dead address succeeded")
+	}
+	st := m.Status()[0]
+	if st.Failures != 1 || !strings.Contains(st.LastError, "dialing") {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestNewManagerRejectsBadPeers(t *testing.T) {
+	for _, p := range []Peer{{Address: "no-port"}, {Address: "h:1", HTTP: "ftp://x"}} {
+		if _, err := NewManager(ManagerConfig{Peers: []Peer{p}}, NewTree(), newRecordingFetcher(), nil, nil); err == nil {
+			t.Errorf("NewManager accepted peer %+v", p)
+		}
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
