@@ -1,0 +1,109 @@
+package pgp
+
+import (
+	"crypto"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+func TestDescribeV4Key(t *testing.T) {
+	alice := genEntity(t, "Alice Example", "Alice@Example.ORG", 1)
+	if err := alice.AddUserId("alice", "", "", sigConfig(testTime.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	life := uint32(3600 * 24)
+	cfg := sigConfig(testTime.Add(2 * time.Hour))
+	cfg.KeyLifetimeSecs = life
+	if err := alice.AddSigningSubkey(cfg); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := mustApply(t, mustParse(t, entityBytes(t, alice)))
+	d := k.Describe()
+	fp := alice.PrimaryKey.Fingerprint
+	if d.Version != 4 || len(d.Fingerprint) != 20 || string(d.Fingerprint) != string(fp) ||
+		d.KeyID != binary.BigEndian.Uint64(fp[12:]) || d.KeyID32() != binary.BigEndian.Uint32(fp[16:]) {
+		t.Errorf("identity: %+v", d)
+	}
+	if d.Algorithm != packet.PubKeyAlgoEdDSA || d.Curve != "ed25519" || d.Bits != 255 || !d.Created.Equal(testTime) {
+		t.Errorf("algorithm: %v %q %d %v", d.Algorithm, d.Curve, d.Bits, d.Created)
+	}
+	if !d.Capabilities.Certify || !d.Capabilities.Sign || d.Capabilities.Encrypt {
+		t.Errorf("primary capabilities %v", d.Capabilities)
+	}
+	if len(d.UserIDs) != 2 {
+		t.Fatalf("user IDs %+v", d.UserIDs)
+	}
+	primaries := 0
+	for _, u := range d.UserIDs {
+		switch u.Text {
+		case "Alice Example <Alice@Example.ORG>":
+			if u.Email != "alice@example.org" {
+				t.Errorf("email %q", u.Email)
+			}
+		case "alice":
+			if u.Email != "" {
+				t.Errorf("email of %q: %q", u.Text, u.Email)
+			}
+		}
+		if u.Primary {
+			primaries++
+		}
+	}
+	if primaries != 1 {
+		t.Errorf("%d primary user IDs", primaries)
+	}
+	if len(d.Subkeys) != 2 {
+		t.Fatalf("%d subkeys", len(d.Subkeys))
+	}
+	for _, s := range d.Subkeys {
+		switch {
+		case s.Algorithm == packet.PubKeyAlgoECDH:
+			if !s.Capabilities.Encrypt || s.Capabilities.Sign || s.Curve != "cv25519" || !s.Expires.IsZero() {
+				t.Errorf("encryption subkey %+v", s)
+			}
+		default:
+			if !s.Capabilities.Sign || s.Capabilities.Encrypt || !s.Expires.Equal(s.Created.Add(24*time.Hour)) {
+				t.Errorf("signing subkey %+v", s)
+			}
+		}
+		if s.PublicKey() == nil || string(s.PublicKey().Fingerprint) != string(s.Fingerprint) || s.KeyID != binary.BigEndian.Uint64(s.Fingerprint[12:]) {
+			t.Errorf("subkey public key does not match its fingerprint")
+		}
+	}
+}
+
+func TestDescribeV6Key(t *testing.T) {
+	cfg := &packet.Config{V6Keys: true, Algorithm: packet.PubKeyAlgoEd25519, Time: func() time.Time { return testTime }, DefaultHash: crypto.SHA256}
+	e, err := openpgp.NewEntity("Vee Six", "", "v6@example.org", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, rep := mustApply(t, mustParse(t, entityBytes(t, e)))
+	d := k.Describe()
+	if d.Version != 6 || len(d.Fingerprint) != 32 || d.KeyID != binary.BigEndian.Uint64(d.Fingerprint[:8]) {
+		t.Errorf("v6 identity: version %d, fingerprint %x, key ID %x (report %v)", d.Version, d.Fingerprint, d.KeyID, rep)
+	}
+	if len(d.UserIDs) != 1 || len(d.Subkeys) != 1 || d.Curve != "ed25519" || d.Subkeys[0].Curve != "cv25519" {
+		t.Errorf("v6 description %+v", d)
+	}
+}
+
+func TestDescribeEmail(t *testing.T) {
+	for uid, want := range map[string]string{
+		"Name <User@Example.org>":       "user@example.org",
+		"user@example.org":              "user@example.org",
+		"Name (comment) <a@b.example> ": "a@b.example",
+		"Name <not an address>":         "",
+		"just a name":                   "",
+		"<>":                            "",
+		"x <y@z.example> <w@v.example>": "w@v.example",
+	} {
+		if got := emailOf(uid); got != want {
+			t.Errorf("emailOf(%q) = %q, want %q", uid, got, want)
+		}
+	}
+}

@@ -1,0 +1,484 @@
+// policy.go: the key policy. Every key that enters Kith passes through
+// Policy.Apply (or Policy.Merge): it keeps only what is validly self-signed
+// or is a bounded number of third-party certifications, and puts the kept
+// packets in canonical order.
+
+package pgp
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Errors a Policy rejects a whole key with (test with errors.Is).
+var (
+	// ErrNoSelfSignature: the key has no valid self-signature at all: no
+	// user ID or attribute with a valid self-certification or
+	// self-revocation, no valid direct-key signature and no valid key
+	// revocation.
+	ErrNoSelfSignature = errors.New("no valid self-signature")
+	// ErrKeyTooLarge: the key exceeds the whole-key size limit even after
+	// shedding third-party certifications (or, in a Reader, the input key
+	// exceeds ReaderOptions.MaxKeySize).
+	ErrKeyTooLarge = errors.New("key too large")
+	// ErrUnsupportedKey: the primary key's version or algorithm is one Kith
+	// cannot verify signatures with, so nothing about the key can be checked.
+	ErrUnsupportedKey = errors.New("unsupported primary key")
+	// ErrFingerprintMismatch: Merge was given two different keys.
+	ErrFingerprintMismatch = errors.New("fingerprints differ")
+)
+
+// Policy is the set of rules and limits applied to every key. The zero value
+// of any limit means its default (see DefaultPolicy), so Policy{} is the
+// default policy.
+type Policy struct {
+	// MaxKeySize caps the canonical key (all kept packets with headers).
+	// Above it, third-party certifications are shed oldest first; a key
+	// still above it is rejected with ErrKeyTooLarge. Default 1 MiB, the
+	// Hockeypuck limit.
+	MaxKeySize int
+	// MaxPacketSize caps a public-key, subkey or user-ID packet body.
+	// Default 8 KiB (an RSA 16384 key is about 2 KiB).
+	MaxPacketSize int
+	// MaxSignatureSize caps a signature packet body. Default 64 KiB
+	// (signatures with long notations exist; larger ones are abuse).
+	MaxSignatureSize int
+	// MaxUserAttributeSize caps a user attribute (photo ID) body.
+	// Default 64 KiB.
+	MaxUserAttributeSize int
+	// MaxUserIDs caps the user IDs kept per key (those with the newest
+	// self-certifications are kept). Default 100.
+	MaxUserIDs int
+	// MaxUserAttributes caps the user attributes kept per key. Default 16.
+	MaxUserAttributes int
+	// MaxSubkeys caps the subkeys kept per key (newest bindings kept).
+	// Default 100.
+	MaxSubkeys int
+	// MaxCertifications caps the third-party signatures kept per user ID,
+	// user attribute, and on the primary key; the newest are kept.
+	// Default 100 (the CVE-2019-13050 flooding defence).
+	MaxCertifications int
+	// AllowMissingBackSignatures keeps signing-capable subkeys whose binding
+	// lacks a valid embedded primary-key binding signature. The default
+	// (false) drops such bindings, as RFC 9580 requires.
+	AllowMissingBackSignatures bool
+}
+
+// Default limits (see the Policy fields).
+const (
+	DefaultMaxKeySize           = 1 << 20
+	DefaultMaxPacketSize        = 8 << 10
+	DefaultMaxSignatureSize     = 64 << 10
+	DefaultMaxUserAttributeSize = 64 << 10
+	DefaultMaxUserIDs           = 100
+	DefaultMaxUserAttributes    = 16
+	DefaultMaxSubkeys           = 100
+	DefaultMaxCertifications    = 100
+)
+
+// DefaultPolicy returns the policy with every limit at its default.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxKeySize:           DefaultMaxKeySize,
+		MaxPacketSize:        DefaultMaxPacketSize,
+		MaxSignatureSize:     DefaultMaxSignatureSize,
+		MaxUserAttributeSize: DefaultMaxUserAttributeSize,
+		MaxUserIDs:           DefaultMaxUserIDs,
+		MaxUserAttributes:    DefaultMaxUserAttributes,
+		MaxSubkeys:           DefaultMaxSubkeys,
+		MaxCertifications:    DefaultMaxCertifications,
+	}
+}
+
+// withDefaults fills zero limits.
+func (p Policy) withDefaults() Policy {
+	d := DefaultPolicy()
+	def := func(v *int, dv int) {
+		if *v <= 0 {
+			*v = dv
+		}
+	}
+	def(&p.MaxKeySize, d.MaxKeySize)
+	def(&p.MaxPacketSize, d.MaxPacketSize)
+	def(&p.MaxSignatureSize, d.MaxSignatureSize)
+	def(&p.MaxUserAttributeSize, d.MaxUserAttributeSize)
+	def(&p.MaxUserIDs, d.MaxUserIDs)
+	def(&p.MaxUserAttributes, d.MaxUserAttributes)
+	def(&p.MaxSubkeys, d.MaxSubkeys)
+	def(&p.MaxCertifications, d.MaxCertifications)
+	return p
+}
+
+// Apply checks k against the policy and returns the key made of the packets
+// that pass, in canonical order, with what was dropped counted by reason.
+//
+// Canonical order: the primary key; its direct signatures; the user IDs,
+// sorted by their bytes; the user attributes, sorted by their bytes; the
+// subkeys, sorted by their body bytes. Each is followed by its signatures
+// sorted by creation time, then by their bytes. Apply is idempotent:
+// Apply(Apply(k)) yields the same packets.
+//
+// The key is rejected (nil Key, error wrapping ErrNoSelfSignature,
+// ErrKeyTooLarge, ErrUnsupportedKey, ErrMalformedKey, ErrPacketTooLarge or
+// ErrNotPublicKey) when nothing about it can be trusted.
+func (p Policy) Apply(k *Key) (*Key, Report, error) {
+	st, err := structure(k.packets)
+	if err != nil {
+		return nil, Report{}, fmt.Errorf("pgp: policy: %w", err)
+	}
+	return p.apply(st)
+}
+
+// keptSig is a signature that passed the checks so far.
+type keptSig struct {
+	pkt  Packet
+	info *sigInfo
+	self *selfSig // nil for third-party signatures
+}
+
+// keptComp is a component that passed the checks so far.
+type keptComp struct {
+	kind   componentKind
+	pkt    Packet
+	km     *keyMaterial // subkeys only
+	sigs   []keptSig
+	latest int64 // creation time of its newest valid self-signature
+}
+
+// apply runs the policy over a structured key.
+func (p Policy) apply(st *structured) (*Key, Report, error) {
+	p = p.withDefaults()
+	rep := st.stray
+	if n := len(st.primary.Body); n > p.MaxPacketSize {
+		return nil, rep, fmt.Errorf("pgp: policy: primary key packet of %d bytes: %w", n, ErrPacketTooLarge)
+	}
+	prim, err := parseKeyMaterial(st.primary.Body, false)
+	if err != nil {
+		return nil, rep, fmt.Errorf("pgp: policy: %w", err)
+	}
+	fprHex := strings.ToUpper(hex.EncodeToString(prim.fpr))
+	if prim.pub == nil {
+		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w: %v", fprHex, ErrUnsupportedKey, prim.pubErr)
+	}
+
+	direct := p.filterSigs(prim, kindDirect, nil, nil, st.direct, &rep)
+
+	// Components with identical packets are one component.
+	type ckey struct {
+		kind componentKind
+		body string
+	}
+	byBody := make(map[ckey]*component, len(st.comps))
+	var comps []*component
+	for _, c := range st.comps {
+		ck := ckey{c.kind, string(c.pkt.Body)}
+		if have := byBody[ck]; have != nil {
+			rep.add(DropDuplicate, 1)
+			have.sigs = append(have.sigs, c.sigs...)
+			continue
+		}
+		cc := &component{kind: c.kind, pkt: c.pkt, sigs: slices.Clip(c.sigs)}
+		byBody[ck] = cc
+		comps = append(comps, cc)
+	}
+
+	var uids, uats, subs []*keptComp
+	for _, c := range comps {
+		kc, reason, ok := p.checkComponent(prim, c, &rep)
+		if !ok {
+			rep.add(reason, 1)
+			rep.add(DropOrphanSignature, len(kc.sigs))
+			continue
+		}
+		switch c.kind {
+		case kindUserID:
+			uids = append(uids, kc)
+		case kindUserAttribute:
+			uats = append(uats, kc)
+		default:
+			subs = append(subs, kc)
+		}
+	}
+
+	// The key must carry at least one valid self-signature.
+	if len(uids) == 0 && len(uats) == 0 && !slices.ContainsFunc(direct, func(s keptSig) bool { return s.self != nil }) {
+		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w", fprHex, ErrNoSelfSignature)
+	}
+
+	direct = p.capCertifications(direct, &rep)
+	for _, list := range [][]*keptComp{uids, uats} {
+		for _, c := range list {
+			c.sigs = p.capCertifications(c.sigs, &rep)
+		}
+	}
+	uids = capComponents(uids, p.MaxUserIDs, DropTooManyUserIDs, &rep)
+	uats = capComponents(uats, p.MaxUserAttributes, DropTooManyUserIDs, &rep)
+	subs = capComponents(subs, p.MaxSubkeys, DropTooManySubkeys, &rep)
+
+	// Canonical order.
+	sortSigs(direct)
+	for _, list := range [][]*keptComp{uids, uats, subs} {
+		slices.SortFunc(list, func(a, b *keptComp) int { return bytes.Compare(a.pkt.Body, b.pkt.Body) })
+		for _, c := range list {
+			sortSigs(c.sigs)
+		}
+	}
+
+	if size := canonicalSize(st.primary, direct, uids, uats, subs); size > p.MaxKeySize {
+		size = shedForSize(size, p.MaxKeySize, &direct, [][]*keptComp{uids, uats}, &rep)
+		if size > p.MaxKeySize {
+			return nil, rep, fmt.Errorf("pgp: policy: key %s: %d bytes of self-signed material, limit %d: %w", fprHex, size, p.MaxKeySize, ErrKeyTooLarge)
+		}
+	}
+
+	out := &Key{packets: buildPackets(st.primary, direct, uids, uats, subs)}
+	out.applied = &analysis{desc: describe(prim, direct, uids, uats, subs)}
+	out.applied.digest = digestPackets(out.packets)
+	return out, rep, nil
+}
+
+// checkComponent checks one user ID, user attribute or subkey and its
+// signatures. When the component is dropped it returns the reason (its
+// surviving signatures, in kc.sigs, are then orphans).
+func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc *keptComp, reason DropReason, ok bool) {
+	kc = &keptComp{kind: c.kind, pkt: c.pkt}
+	limit, unbound := p.MaxPacketSize, DropUnboundUserID
+	switch c.kind {
+	case kindUserAttribute:
+		limit, unbound = p.MaxUserAttributeSize, DropUnboundUserAttribute
+	case kindSubkey:
+		unbound = DropUnboundSubkey
+	}
+	if len(c.pkt.Body) > limit {
+		kc.sigs = make([]keptSig, len(c.sigs))
+		return kc, DropPacketTooLarge, false
+	}
+	if c.kind == kindSubkey {
+		km, err := parseKeyMaterial(c.pkt.Body, true)
+		if err != nil || km.fpr == nil {
+			kc.sigs = make([]keptSig, len(c.sigs))
+			return kc, DropMalformedPacket, false
+		}
+		kc.km = km
+	}
+	kc.sigs = p.filterSigs(prim, c.kind, c.pkt.Body, kc.km, c.sigs, rep)
+	// A valid self-revocation binds too: gpg keeps revoked user IDs that
+	// carry only their revocation (Debian's keyring has many), and no one
+	// but the key holder can make one.
+	bound := false
+	for _, s := range kc.sigs {
+		if s.self == nil {
+			continue
+		}
+		bound = true
+		if t := s.self.created.Unix(); t > kc.latest {
+			kc.latest = t
+		}
+	}
+	if !bound {
+		return kc, unbound, false
+	}
+	return kc, 0, true
+}
+
+// filterSigs checks the signatures on one component (kind kindDirect: on the
+// primary key) and returns those kept.
+func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, sub *keyMaterial, sigs []Packet, rep *Report) []keptSig {
+	kept := make([]keptSig, 0, len(sigs))
+	var seen map[string]struct{}
+	if len(sigs) > 1 {
+		seen = make(map[string]struct{}, len(sigs))
+	}
+	for _, s := range sigs {
+		if seen != nil {
+			if _, dup := seen[string(s.Body)]; dup {
+				rep.add(DropDuplicate, 1)
+				continue
+			}
+			seen[string(s.Body)] = struct{}{}
+		}
+		if len(s.Body) > p.MaxSignatureSize {
+			rep.add(DropPacketTooLarge, 1)
+			continue
+		}
+		info, err := parseSigInfo(s.Body)
+		if err != nil {
+			rep.add(DropMalformedSignature, 1)
+			continue
+		}
+		if !sigAllowedFor(info.sigType, kind) {
+			rep.add(DropMisplacedSignature, 1)
+			continue
+		}
+		claims := info.claimsIssuer(prim)
+		if claims || !info.hasIssuerInfo() {
+			ss, err := verifySelfSig(prim, info, kind, comp, sub, !p.AllowMissingBackSignatures)
+			switch {
+			case err == nil:
+				kept = append(kept, keptSig{pkt: s, info: info, self: ss})
+			case !claims:
+				rep.add(DropNoIssuer, 1)
+			case errors.Is(err, ErrUnsupportedSignature):
+				rep.add(DropUnsupportedSignature, 1)
+			default:
+				rep.add(DropBadSelfSignature, 1)
+			}
+			continue
+		}
+		if kind == kindSubkey {
+			rep.add(DropMisplacedSignature, 1) // only the primary key binds subkeys
+			continue
+		}
+		kept = append(kept, keptSig{pkt: s, info: info})
+	}
+	return kept
+}
+
+// capCertifications keeps at most MaxCertifications third-party signatures,
+// the newest.
+func (p Policy) capCertifications(sigs []keptSig, rep *Report) []keptSig {
+	third := 0
+	for _, s := range sigs {
+		if s.self == nil {
+			third++
+		}
+	}
+	if third <= p.MaxCertifications {
+		return sigs
+	}
+	var self, others []keptSig
+	for _, s := range sigs {
+		if s.self == nil {
+			others = append(others, s)
+		} else {
+			self = append(self, s)
+		}
+	}
+	slices.SortFunc(others, func(a, b keptSig) int { return -compareSigs(a, b) }) // newest first
+	rep.add(DropCertificationFlood, len(others)-p.MaxCertifications)
+	return append(self, others[:p.MaxCertifications]...)
+}
+
+// capComponents keeps at most max components, those with the newest valid
+// self-signatures (ties broken by bytes).
+func capComponents(cs []*keptComp, max int, reason DropReason, rep *Report) []*keptComp {
+	if len(cs) <= max {
+		return cs
+	}
+	slices.SortFunc(cs, func(a, b *keptComp) int {
+		if a.latest != b.latest {
+			if a.latest > b.latest {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(a.pkt.Body, b.pkt.Body)
+	})
+	for _, c := range cs[max:] {
+		rep.add(reason, 1)
+		rep.add(DropOrphanSignature, len(c.sigs))
+	}
+	return cs[:max]
+}
+
+// compareSigs orders signatures by creation time, then by bytes.
+func compareSigs(a, b keptSig) int {
+	if a.info.created != b.info.created {
+		if a.info.created < b.info.created {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(a.pkt.Body, b.pkt.Body)
+}
+
+func sortSigs(sigs []keptSig) { slices.SortFunc(sigs, compareSigs) }
+
+func sigsSize(sigs []keptSig) int {
+	n := 0
+	for _, s := range sigs {
+		n += headerLen(len(s.pkt.Body)) + len(s.pkt.Body)
+	}
+	return n
+}
+
+func canonicalSize(primary Packet, direct []keptSig, lists ...[]*keptComp) int {
+	n := headerLen(len(primary.Body)) + len(primary.Body) + sigsSize(direct)
+	for _, list := range lists {
+		for _, c := range list {
+			n += headerLen(len(c.pkt.Body)) + len(c.pkt.Body) + sigsSize(c.sigs)
+		}
+	}
+	return n
+}
+
+// shedForSize drops third-party signatures, oldest first, until the key is
+// no larger than max, and returns the new size.
+func shedForSize(size, max int, direct *[]keptSig, lists [][]*keptComp, rep *Report) int {
+	type ref struct {
+		sigs *[]keptSig
+		s    keptSig
+	}
+	var refs []ref
+	add := func(sigs *[]keptSig) {
+		for _, s := range *sigs {
+			if s.self == nil {
+				refs = append(refs, ref{sigs, s})
+			}
+		}
+	}
+	add(direct)
+	for _, list := range lists {
+		for _, c := range list {
+			add(&c.sigs)
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return compareSigs(a.s, b.s) })
+	drop := make(map[*sigInfo]bool)
+	for _, r := range refs {
+		if size <= max {
+			break
+		}
+		drop[r.s.info] = true
+		size -= headerLen(len(r.s.pkt.Body)) + len(r.s.pkt.Body)
+		rep.add(DropKeySizeLimit, 1)
+	}
+	filter := func(sigs *[]keptSig) {
+		*sigs = slices.DeleteFunc(*sigs, func(s keptSig) bool { return drop[s.info] })
+	}
+	filter(direct)
+	for _, list := range lists {
+		for _, c := range list {
+			filter(&c.sigs)
+		}
+	}
+	return size
+}
+
+// buildPackets lays out the canonical packet list.
+func buildPackets(primary Packet, direct []keptSig, lists ...[]*keptComp) []Packet {
+	n := 1 + len(direct)
+	for _, list := range lists {
+		for _, c := range list {
+			n += 1 + len(c.sigs)
+		}
+	}
+	out := make([]Packet, 0, n)
+	out = append(out, primary)
+	for _, s := range direct {
+		out = append(out, s.pkt)
+	}
+	for _, list := range lists {
+		for _, c := range list {
+			out = append(out, c.pkt)
+			for _, s := range c.sigs {
+				out = append(out, s.pkt)
+			}
+		}
+	}
+	return out
+}
