@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,33 @@ type Config struct {
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// PostgresUser runs the embedded cluster when Kith runs as root.
 	PostgresUser string `toml:"postgres_user"`
+	// Recon is the [recon] section: SKS set reconciliation with peers.
+	Recon ReconConfig `toml:"recon"`
+}
+
+// ReconConfig is the [recon] section.
+type ReconConfig struct {
+	// Listen is the recon address; "off" disables recon.
+	Listen string `toml:"listen"`
+	// Interval is the mean time between gossip rounds.
+	Interval Duration `toml:"interval"`
+	// Peers is the membership list, [[recon.peer]] tables.
+	Peers []ReconPeer `toml:"peer"`
+}
+
+// ReconPeer is one [[recon.peer]] table.
+type ReconPeer struct {
+	// Address is the peer's recon host:port.
+	Address string `toml:"address"`
+	// HTTP is the peer's HKP base URL for /pks/hashquery; empty means the
+	// peer's host at the HTTP port it announces.
+	HTTP string `toml:"http"`
+	// Filters is the filter string to announce and expect, e.g.
+	// "yminsky.dedup,yminsky.merge" for SKS, or Hockeypuck's own string.
+	Filters string `toml:"filters"`
+	// Enabled is false to keep the entry without gossiping with it
+	// (default true).
+	Enabled *bool `toml:"enabled"`
 }
 
 // defaultConfig returns the settings that apply when nothing says otherwise.
@@ -40,6 +68,10 @@ func defaultConfig() Config {
 		LogLevel:        "info",
 		ShutdownTimeout: Duration(30 * time.Second),
 		PostgresUser:    "postgres",
+		Recon: ReconConfig{
+			Listen:   "127.0.0.1:11370",
+			Interval: Duration(60 * time.Second),
+		},
 	}
 }
 
@@ -89,6 +121,8 @@ func settings() []setting {
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*stringValue)(&c.PostgresUser) }},
+		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*stringValue)(&c.Recon.Listen) }},
+		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Recon.Interval) }},
 	}
 }
 
@@ -222,6 +256,25 @@ func (c Config) validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("setting log_level: %w", err)
+	}
+	if c.Recon.Listen != "off" {
+		if err := validateListen(c.Recon.Listen); err != nil {
+			return fmt.Errorf("setting recon.listen: %w", err)
+		}
+	}
+	if c.Recon.Interval <= 0 {
+		return errors.New("setting recon.interval: must be positive")
+	}
+	for i, p := range c.Recon.Peers {
+		if err := validateListen(p.Address); err != nil {
+			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)
+		}
+		if p.HTTP != "" {
+			u, err := url.Parse(p.HTTP)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("setting recon.peer[%d].http: %q is not an http(s) URL", i, p.HTTP)
+			}
+		}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@
 //
 //	kith serve     run the server
 //	kith migrate   apply the store's schema migrations and print the version
+//	kith load      bulk-load SKS dump files and armored key files
+//	kith dump      write the store as SKS dump files
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -44,6 +46,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the keyserver", runServe},
 		{"migrate", "apply the store's schema migrations and print the schema version", runMigrate},
+		{"load", "bulk-load SKS dump files and armored key files into the store", runLoad},
+		{"dump", "write every stored key as SKS-format dump files", runDump},
 		{"version", "print Kith's version", runVersion},
 	}
 }

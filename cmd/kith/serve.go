@@ -14,7 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/recon"
 )
 
 func runServe(ctx context.Context, env *environment, args []string) error {
@@ -34,8 +37,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("setting listen: %w", err)
 	}
 	defer ln.Close()
+	var reconLn net.Listener
+	if cfg.Recon.Listen != "off" {
+		if reconLn, err = net.Listen("tcp", cfg.Recon.Listen); err != nil {
+			return fmt.Errorf("setting recon.listen: %w", err)
+		}
+		defer reconLn.Close()
+	}
 
-	st, err := openStore(ctx, cfg, log, postgres.Options{})
+	policy := pgp.DefaultPolicy()
+	st, err := openStore(ctx, cfg, log, postgres.Options{Policy: &policy})
 	if err != nil {
 		return err
 	}
@@ -43,7 +54,25 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
-	handler := newServerHandler(st, reg, log)
+
+	var peers *recon.Manager
+	if reconLn != nil {
+		if peers, err = startRecon(ctx, cfg, st, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
+			return err
+		}
+	}
+	keys := hkp.NewHandler(st, hkp.Options{
+		Policy:     policy,
+		Version:    version,
+		Logger:     log.With("component", "hkp"),
+		Registerer: reg,
+		ExtraStats: reconStats(peers),
+	})
+	go keys.Run(ctx)
+
+	mux := http.NewServeMux()
+	keys.Register(mux)
+	handler := newServerHandler(mux, st, reg, log)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -79,10 +108,9 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// newServerHandler wires every frontend onto one mux behind the metrics
-// middleware.
-func newServerHandler(st pinger, reg *prometheus.Registry, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
+// newServerHandler adds the health check and metrics to mux, which holds
+// the frontends' routes, and puts it all behind the metrics middleware.
+func newServerHandler(mux *http.ServeMux, st pinger, reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	mux.Handle("GET /pks/health", healthHandler(st, log))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return instrument(mux, reg)
@@ -154,3 +182,33 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// reconStats shows each recon peer's status in op=stats.
+func reconStats(m *recon.Manager) func(ctx context.Context) map[string]any {
+	if m == nil {
+		return nil
+	}
+	return func(ctx context.Context) map[string]any {
+		var peers []map[string]any
+		for _, p := range m.Status() {
+			peer := map[string]any{
+				"address":           p.Peer.Address,
+				"enabled":           !p.Peer.Disabled,
+				"sessions":          p.Sessions,
+				"failures":          p.Failures,
+				"elements_received": p.ElementsReceived,
+				"elements_sent":     p.ElementsSent,
+				"keys_stored":       p.KeysStored,
+				"keys_rejected":     p.KeysRejected,
+			}
+			if !p.LastRecon.IsZero() {
+				peer["last_recon"] = p.LastRecon.UTC().Format(time.RFC3339)
+			}
+			if p.LastError != "" {
+				peer["last_error"] = p.LastError
+			}
+			peers = append(peers, peer)
+		}
+		return map[string]any{"recon_peers": peers}
+	}
+}

@@ -90,7 +90,7 @@ func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...stri
 	t.Helper()
 	bin := kithBinary(t)
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--recon-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

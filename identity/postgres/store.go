@@ -7,11 +7,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kith-keyserver/kith/pgp"
 )
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	policy pgp.Policy
 }
 
 // Options tune how the store connects.
@@ -22,6 +25,8 @@ type Options struct {
 	// SkipMigrate opens the store without applying migrations, for tools
 	// that must not change the schema.
 	SkipMigrate bool
+	// Policy merges uploads with stored keys; nil means pgp.DefaultPolicy.
+	Policy *pgp.Policy
 }
 
 // Open connects to the database at url (any libpq connection string or
@@ -38,7 +43,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, policy: pgp.DefaultPolicy()}
+	if opts.Policy != nil {
+		s.policy = *opts.Policy
+	}
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -126,7 +126,9 @@ func Start(t testing.TB, opts Options) *Server {
 	s.ReconAddr = fmt.Sprintf("127.0.0.1:%d", s.ReconPort)
 	s.HKPURL = fmt.Sprintf("http://127.0.0.1:%d", s.HKPPort)
 
-	for _, d := range []string{"etc/sks", "var/lib/sks/dump", "var/log/sks", "var/run/sks"} {
+	// var/spool/sks holds what recon found missing; without it SKS finds
+	// differences and drops them.
+	for _, d := range []string{"etc/sks", "var/lib/sks/dump", "var/log/sks", "var/run/sks", "var/spool/sks"} {
 		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,7 @@ CREATE TABLE keys (
 CREATE INDEX keys_long_id ON keys (long_id);
 CREATE INDEX keys_short_id ON keys (short_id);
 CREATE INDEX keys_modified_at ON keys (modified_at);
+CREATE INDEX keys_first_seen ON keys (first_seen);
 
 -- Subkeys resolve to their primary key in lookups by key ID and fingerprint.
 CREATE TABLE subkeys (
@@ -58,7 +59,10 @@ CREATE TABLE user_ids (
     expires_at timestamptz,
     revoked    boolean     NOT NULL DEFAULT false,
     is_primary boolean     NOT NULL DEFAULT false,
-    words      tsvector    NOT NULL,
+    -- Words as SKS splits them: runs of letters and digits, so that
+    -- "example" finds alice@example.org.
+    words      tsvector    GENERATED ALWAYS AS
+        (to_tsvector('simple', regexp_replace(lower(uid), '[^[:alnum:]]+', ' ', 'g'))) STORED,
     PRIMARY KEY (key_ref, position)
 );
 CREATE INDEX user_ids_email ON user_ids (email) WHERE email <> '';

@@ -1,0 +1,287 @@
+// run.go: hkpbench run: N keep-alive clients request URLs from a list in
+// turn for a bounded time and count, then print throughput and latency.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds on one run, whatever the flags say.
+const (
+	maxDuration = 10 * time.Minute
+	maxRequests = 20_000_000
+	maxClients  = 1024
+)
+
+// runConfig is what one load run does.
+type runConfig struct {
+	urls     []string
+	clients  int
+	duration time.Duration
+	requests int // 0: bounded by duration only
+	warmup   time.Duration
+}
+
+func runCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var cfg runConfig
+	var urlFiles, urlArgs stringList
+	fs.Var(&urlFiles, "urls", "file of URLs, one a line (repeatable)")
+	fs.Var(&urlArgs, "url", "a URL to request (repeatable)")
+	fs.IntVar(&cfg.clients, "c", 32, "concurrent clients (keep-alive connections)")
+	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure (at most 10m)")
+	fs.IntVar(&cfg.requests, "n", 0, "stop after this many measured requests (0: only -d bounds the run)")
+	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "requests before measuring (fills caches, opens connections)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.urls = append(cfg.urls, urlArgs...)
+	for _, f := range urlFiles {
+		us, err := readURLs(f)
+		if err != nil {
+			return err
+		}
+		cfg.urls = append(cfg.urls, us...)
+	}
+	if len(cfg.urls) == 0 {
+		return errors.New("run: no URLs: give -url or -urls")
+	}
+	for _, u := range cfg.urls {
+		if err := checkLoopbackURL(u); err != nil {
+			return err
+		}
+	}
+	if cfg.clients < 1 || cfg.clients > maxClients {
+		return fmt.Errorf("run: -c must be 1..%d", maxClients)
+	}
+	if cfg.duration <= 0 || cfg.duration > maxDuration {
+		return fmt.Errorf("run: -d must be above 0 and at most %v", maxDuration)
+	}
+	if cfg.requests < 0 || cfg.requests > maxRequests {
+		return fmt.Errorf("run: -n must be 0..%d", maxRequests)
+	}
+	if cfg.warmup < 0 || cfg.warmup > time.Minute {
+		return errors.New("run: -warmup must be 0..1m")
+	}
+	res := load(ctx, cfg)
+	res.print(stdout, cfg)
+	return nil
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func readURLs(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("run: %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// checkLoopbackURL refuses anything but http to a loopback address: the
+// tool must not load anyone else's server.
+func checkLoopbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("run: URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("run: URL %q: only http:// to a loopback address is allowed", raw)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("run: URL %q: host %q is not a loopback address; hkpbench loads only loopback servers", raw, host)
+	}
+	return nil
+}
+
+// result is what a run measured.
+type result struct {
+	elapsed   time.Duration
+	latencies []time.Duration
+	codes     map[int]int
+	errors    int
+	firstErr  error
+	bytes     int64
+}
+
+// worker state, merged at the end.
+type workerResult struct {
+	latencies []time.Duration
+	codes     map[int]int
+	errors    int
+	firstErr  error
+	bytes     int64
+}
+
+func load(ctx context.Context, cfg runConfig) result {
+	tr := &http.Transport{
+		MaxIdleConns:        cfg.clients,
+		MaxIdleConnsPerHost: cfg.clients,
+		MaxConnsPerHost:     cfg.clients,
+		DisableCompression:  true,
+		IdleConnTimeout:     time.Minute,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	// Redirects could lead off loopback: refuse them.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+	one := func(u string, wr *workerResult, measure bool) {
+		start := time.Now()
+		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if err == nil {
+			var res *http.Response
+			res, err = client.Do(req)
+			if err == nil {
+				n, cerr := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				err = cerr
+				if measure {
+					wr.codes[res.StatusCode]++
+					wr.bytes += n
+				}
+			}
+		}
+		if !measure {
+			return
+		}
+		if err != nil {
+			wr.errors++
+			if wr.firstErr == nil {
+				wr.firstErr = err
+			}
+			return
+		}
+		wr.latencies = append(wr.latencies, time.Since(start))
+	}
+
+	// Warm up: every URL once per client share, for at most cfg.warmup.
+	if cfg.warmup > 0 {
+		wctx, cancel := context.WithTimeout(ctx, cfg.warmup)
+		var wg sync.WaitGroup
+		for w := 0; w < cfg.clients; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var wr workerResult
+				for i := w; i < len(cfg.urls) && wctx.Err() == nil; i += cfg.clients {
+					one(cfg.urls[i], &wr, false)
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+	}
+
+	mctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	var issued atomic.Int64
+	results := make([]workerResult, cfg.clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := &results[w]
+			wr.codes = map[int]int{}
+			wr.latencies = make([]time.Duration, 0, 1<<16)
+			for i := w * 7919; mctx.Err() == nil; i++ {
+				if cfg.requests > 0 && issued.Add(1) > int64(cfg.requests) {
+					return
+				}
+				one(cfg.urls[i%len(cfg.urls)], wr, true)
+			}
+		}()
+	}
+	wg.Wait()
+	res := result{elapsed: time.Since(start), codes: map[int]int{}}
+	for _, wr := range results {
+		res.latencies = append(res.latencies, wr.latencies...)
+		for c, n := range wr.codes {
+			res.codes[c] += n
+		}
+		res.errors += wr.errors
+		res.bytes += wr.bytes
+		if res.firstErr == nil {
+			res.firstErr = wr.firstErr
+		}
+	}
+	slices.Sort(res.latencies)
+	return res
+}
+
+func (r result) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(r.latencies)-1))
+	return r.latencies[i]
+}
+
+func (r result) print(w io.Writer, cfg runConfig) {
+	n := len(r.latencies)
+	rps := float64(n) / r.elapsed.Seconds()
+	fmt.Fprintf(w, "urls %d, clients %d, measured %.2fs\n", len(cfg.urls), cfg.clients, r.elapsed.Seconds())
+	fmt.Fprintf(w, "requests %d, errors %d, %.0f requests/s, %.1f MB/s\n", n, r.errors, rps, float64(r.bytes)/r.elapsed.Seconds()/1e6)
+	fmt.Fprintf(w, "latency p50 %s, p90 %s, p99 %s, max %s\n",
+		round(r.percentile(0.50)), round(r.percentile(0.90)), round(r.percentile(0.99)), round(r.percentile(1)))
+	codes := make([]int, 0, len(r.codes))
+	for c := range r.codes {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var parts []string
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d: %d", c, r.codes[c]))
+	}
+	fmt.Fprintf(w, "status codes: %s\n", strings.Join(parts, ", "))
+	if r.firstErr != nil {
+		fmt.Fprintf(w, "first error: %v\n", r.firstErr)
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Second:
+		return d.Round(time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
+)
+
+// runKith runs a kith command in-process and returns its output.
+func runKith(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &environment{stdout: &out, stderr: &errb}
+	err = run(context.Background(), env, args)
+	return out.String(), errb.String(), err
+}
+
+func openTestStore(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// digestsOf lists a store's digests, sorted.
+func digestsOf(t *testing.T, s *postgres.Store) []string {
+	t.Helper()
+	var ds []string
+	if err := s.Digests(context.Background(), func(d [16]byte) error {
+		ds = append(ds, pgp.FormatDigest(d))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(ds)
+	return ds
+}
+
+func writeTypicalDump(t *testing.T, n int, seed int64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sks-dump-0000.pgp")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keygen.WriteTypicalKeys(f, n, seed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var summaryRE = regexp.MustCompile(`loaded (\d+) keys .*: (\d+) inserted, (\d+) updated, (\d+) unchanged, (\d+) rejected`)
+
+func TestLoadDebianKeyringsServesEveryFingerprintGPGLists(t *testing.T) {
+	keyrings, _ := filepath.Glob("/usr/share/keyrings/debian-*.gpg")
+	var files []string
+	for _, k := range keyrings {
+		if !strings.Contains(k, "archive") {
+			files = append(files, k)
+		}
+	}
+	if len(files) == 0 {
+		requireTool(t, "debian-keyring")
+	}
+	gpg := requireTool(t, "gpg")
+	url := pgtest.NewDatabase(t)
+	out, errOut, err := runKith(t, append([]string{"load", "--database-url", url}, files...)...)
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, errOut)
+	}
+	m := summaryRE.FindStringSubmatch(out)
+	if m == nil || m[5] != "0" {
+		t.Fatalf("summary: %q", out)
+	}
+	s := openTestStore(t, url)
+
+	// Every primary fingerprint gpg sees in the files is in the store.
+	home := t.TempDir()
+	listing, err := exec.Command(gpg, append([]string{"--homedir", home, "--batch", "--with-colons", "--show-keys"}, files...)...).Output()
+	if err != nil {
+		t.Fatalf("gpg --show-keys: %v", err)
+	}
+	var fprs []string
+	lines := strings.Split(string(listing), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "pub:") && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "fpr:") {
+			fprs = append(fprs, strings.Split(lines[i+1], ":")[9])
+		}
+	}
+	if len(fprs) < 900 {
+		t.Fatalf("gpg listed only %d keys", len(fprs))
+	}
+	for _, fpr := range fprs {
+		fp, _ := hexDecode(fpr)
+		keys, _, err := s.FindKeys(context.Background(), identity.KeyQuery{Fingerprint: fp, Limit: 2})
+		if err != nil || len(keys) != 1 {
+			t.Errorf("%s: %d keys, %v", fpr, len(keys), err)
+		}
+	}
+	t.Logf("gpg lists %d keys; %s", len(fprs), strings.TrimSpace(out))
+
+	// Loading the same files again changes nothing.
+	before := digestsOf(t, s)
+	out, _, err = runKith(t, append([]string{"load", "--database-url", url}, files...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := summaryRE.FindStringSubmatch(out)
+	if m2 == nil || m2[2] != "0" || m2[3] != "0" || m2[4] != m[2] {
+		t.Fatalf("second load: %q, want all %s unchanged", out, m[2])
+	}
+	if after := digestsOf(t, s); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatal("second load changed the store")
+	}
+}
+
+func TestDumpLoadsIntoFreshStoreWithIdenticalDigests(t *testing.T) {
+	src := pgtest.NewDatabase(t)
+	dump := writeTypicalDump(t, 2500, 11)
+	if _, errOut, err := runKith(t, "load", "--database-url", src, dump); err != nil {
+		t.Fatalf("load: %v\n%s", err, errOut)
+	}
+	dir := t.TempDir()
+	out, errOut, err := runKith(t, "dump", "--database-url", src, "--dir", dir, "--keys-per-file", "1000")
+	if err != nil {
+		t.Fatalf("dump: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "dumped 2500 keys into 3 files") {
+		t.Fatalf("dump said %q", out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "sks-dump-*.pgp"))
+	if len(files) != 3 {
+		t.Fatalf("dump files: %v", files)
+	}
+	dst := pgtest.NewDatabase(t)
+	if _, errOut, err := runKith(t, append([]string{"load", "--database-url", dst}, files...)...); err != nil {
+		t.Fatalf("load dump: %v\n%s", err, errOut)
+	}
+	a, b := digestsOf(t, openTestStore(t, src)), digestsOf(t, openTestStore(t, dst))
+	if len(a) != 2500 || strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Fatalf("digests differ: %d keys vs %d", len(a), len(b))
+	}
+	// A second dump into the same directory is refused rather than mixed in.
+	if _, _, err := runKith(t, "dump", "--database-url", src, "--dir", dir); err == nil {
+		t.Fatal("dump into a directory holding a dump succeeded")
+	}
+}
+
+// TestLoadKilledMidwayLeavesNoPartialKeyAndResumes kills a real kith load
+// with SIGKILL and checks the store, then lets a second run finish.
+func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
+	bin := kithBinary(t)
+	url := pgtest.NewDatabase(t)
+	const n = 20000
+	dump := writeTypicalDump(t, n, 5)
+	cmd := exec.Command(bin, "load", "--database-url", url, dump)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStore(t, url)
+	ctx := context.Background()
+	// Kill it once some batches are in, well before the end.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := s.KeyStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Keys >= 2000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("load made no progress: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	st, _ := s.KeyStats(ctx)
+	if st.Keys >= n {
+		t.Skipf("load finished (%d keys) before it could be killed", st.Keys)
+	}
+	if st.Keys%loadBatch != 0 {
+		t.Errorf("%d keys stored: not whole batches of %d", st.Keys, loadBatch)
+	}
+	assertNoPartialKeys(t, s)
+
+	out, errOut, err := runKith(t, "load", "--database-url", url, dump)
+	if err != nil {
+		t.Fatalf("second load: %v\n%s", err, errOut)
+	}
+	m := summaryRE.FindStringSubmatch(out)
+	if m == nil || m[4] != itoa(int(st.Keys)) {
+		t.Fatalf("second load: %q, want %d unchanged", out, st.Keys)
+	}
+	if st2, _ := s.KeyStats(ctx); st2.Keys != n {
+		t.Fatalf("after resuming: %d keys, want %d", st2.Keys, n)
+	}
+	assertNoPartialKeys(t, s)
+}
+
+// assertNoPartialKeys checks that every stored key parses, matches its
+// digest and has its user IDs indexed.
+func assertNoPartialKeys(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	ctx := context.Background()
+	var digests [][16]byte
+	s.Digests(ctx, func(d [16]byte) error { digests = append(digests, d); return nil })
+	for start := 0; start < len(digests); start += 500 {
+		end := min(start+500, len(digests))
+		keys, err := s.KeysByDigest(ctx, digests[start:end])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			pk, err := pgp.ParseKey(k.Packets)
+			if err != nil {
+				t.Fatalf("stored key %X does not parse: %v", k.Fingerprint, err)
+			}
+			if pk.Digest() != k.Digest || len(k.UserIDs) == 0 {
+				t.Fatalf("stored key %X is partial (%d user IDs)", k.Fingerprint, len(k.UserIDs))
+			}
+		}
+	}
+}
+
+func TestLoadRejectsGarbageAndReportsWhy(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	junk := filepath.Join(t.TempDir(), "junk.pgp")
+	os.WriteFile(junk, bytes.Repeat([]byte{0x99, 0x01, 0xff, 0x00, 0x13}, 1000), 0o644)
+	out, _, err := runKith(t, "load", "--database-url", url, junk)
+	if err != nil {
+		t.Fatalf("load of garbage failed as a whole: %v", err)
+	}
+	m := summaryRE.FindStringSubmatch(out)
+	if m == nil || m[2] != "0" || m[5] == "0" || !strings.Contains(out, "rejected, ") {
+		t.Fatalf("summary %q", out)
+	}
+	if st, _ := openTestStore(t, url).KeyStats(context.Background()); st.Keys != 0 {
+		t.Fatalf("garbage stored %d keys", st.Keys)
+	}
+	if _, _, err := runKith(t, "load", "--database-url", url, filepath.Join(t.TempDir(), "missing.pgp")); err == nil {
+		t.Fatal("load of a missing file succeeded")
+	}
+}
+
+// requireTool returns the path of a tool, skipping (or failing with
+// CI=true) when it is missing.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required (CI=true): %v", name, err)
+		}
+		t.Skipf("%s not installed", name)
+	}
+	return p
+}
+
+func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }
+
+func itoa(n int) string { return strconv.Itoa(n) }

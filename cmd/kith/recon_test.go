@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
+	"github.com/kith-keyserver/kith/recon"
+)
+
+// reconNode is one in-process Kith: a store, HKP over HTTP and a recon
+// manager, wired as kith serve wires them.
+type reconNode struct {
+	store   *postgres.Store
+	http    *httptest.Server
+	reconLn net.Listener
+	manager *recon.Manager
+}
+
+func newReconNode(t *testing.T, ctx context.Context, keys []*pgp.Key) *reconNode {
+	t.Helper()
+	n := &reconNode{store: openTestStore(t, pgtest.NewDatabase(t))}
+	for start := 0; start < len(keys); start += loadBatch {
+		if _, err := n.store.AddKeys(ctx, keys[start:min(start+loadBatch, len(keys))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := hkp.NewHandler(n.store, hkp.Options{Logger: slog.New(slog.DiscardHandler)})
+	go h.Run(ctx)
+	n.http = httptest.NewServer(h)
+	t.Cleanup(n.http.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.reconLn = ln
+	return n
+}
+
+// start runs the node's recon manager with one member: the peer at
+// reconAddr, with its HKP at httpURL.
+func (n *reconNode) start(t *testing.T, ctx context.Context, reconAddr, httpURL string) {
+	t.Helper()
+	cfg := defaultConfig()
+	cfg.Recon.Interval = Duration(time.Hour) // rounds are started by the test
+	cfg.Recon.Peers = []ReconPeer{{Address: reconAddr, HTTP: httpURL}}
+	m, err := startRecon(ctx, cfg, n.store, pgp.DefaultPolicy(), n.reconLn, n.http.Listener.Addr().String(),
+		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.manager = m
+}
+
+func policyKeys(t *testing.T, raw [][]byte) []*pgp.Key {
+	t.Helper()
+	keys := make([]*pgp.Key, len(raw))
+	for i, b := range raw {
+		k, err := pgp.ParseKey(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys[i], _, err = pgp.DefaultPolicy().Apply(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// TestReconTwoKithNodesConverge: two nodes with separate databases, each
+// holding keys the other lacks, reach the union in one recon round
+// (hashquery fetch included).
+func TestReconTwoKithNodesConverge(t *testing.T) {
+	size, diff := 50000, 500
+	if testing.Short() {
+		size, diff = 3000, 100
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	raw, err := keygen.New(21).Range(0, size+diff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := policyKeys(t, raw)
+	// a holds keys [0, size), b holds [diff, size+diff): diff each way.
+	a := newReconNode(t, ctx, keys[:size])
+	b := newReconNode(t, ctx, keys[diff:])
+	a.start(t, ctx, b.reconLn.Addr().String(), b.http.URL)
+	b.start(t, ctx, a.reconLn.Addr().String(), a.http.URL)
+
+	peer := recon.Peer{Address: b.reconLn.Addr().String(), HTTP: b.http.URL}
+	res, fetched, err := a.manager.ReconcileWith(ctx, peer)
+	if err != nil {
+		t.Fatalf("recon round: %v", err)
+	}
+	if len(res.Missing) != diff || fetched.Stored != diff {
+		t.Errorf("a found %d missing and stored %d, want %d", len(res.Missing), fetched.Stored, diff)
+	}
+	// b fetches what it lacks after its side of the session ends.
+	want := size + diff
+	waitFor(t, ctx, func() bool {
+		return len(digestsOf(t, a.store)) == want && len(digestsOf(t, b.store)) == want
+	})
+	if strings.Join(digestsOf(t, a.store), ",") != strings.Join(digestsOf(t, b.store), ",") {
+		t.Fatal("the nodes hold different key sets")
+	}
+	// Both nodes serve every key over HKP, e.g. the ones each lacked.
+	for _, k := range []*pgp.Key{keys[0], keys[size+diff-1]} {
+		for _, n := range []*reconNode{a, b} {
+			resp, err := http.Get(n.http.URL + "/pks/lookup?op=get&options=mr&search=0x" + k.Describe().FingerprintHex())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%s: op=get %s: %s", n.http.URL, k.Describe().FingerprintHex(), resp.Status)
+			}
+		}
+	}
+	// A second round finds nothing to do.
+	res, _, err = a.manager.ReconcileWith(ctx, peer)
+	if err != nil || len(res.Missing) != 0 {
+		t.Fatalf("second round: %d missing, %v", len(res.Missing), err)
+	}
+	for _, st := range a.manager.Status() {
+		if st.Sessions < 2 || st.ElementsReceived < diff {
+			t.Errorf("status of %s: %+v", st.Peer.Address, st)
+		}
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not met in time")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

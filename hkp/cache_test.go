@@ -1,0 +1,253 @@
+package hkp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// cachedAnswer reports whether the answer to query is cached.
+func (ts *testServer) cachedAnswer(query string) bool {
+	ts.t.Helper()
+	v, _ := url.ParseQuery(query)
+	l, err := parseLookup(v)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	c := ts.h.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byKey[l.cacheKey()] != nil
+}
+
+// deafStore delivers no change notifications, so that only the
+// Handler's own invalidation after an upload keeps its cache right.
+type deafStore struct{ *postgres.Store }
+
+func (s deafStore) ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s deafStore) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error {
+	close(ready)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestCacheShowsNewUserIDAtOnce(t *testing.T) {
+	ts := newTestServerOn(t, deafStore{pgtest.NewStore(t)}, Options{})
+	e := newEntity(t, "Frank Cached", "frank@example.org", 400)
+	if r := ts.add(armored(t, binaryKey(t, e))); r.code != 200 {
+		t.Fatal(r.code, r.body)
+	}
+	queries := []string{
+		"op=index&options=mr&search=0x" + fpHex(e),
+		"op=get&options=mr&search=0x" + fpHex(e),
+		"op=index&options=mr&search=frank@example.org",
+		"op=index&options=mr&search=frank",
+		"op=index&options=mr&search=frank@work.example", // 404 now
+		"op=index&options=mr&search=consultant",         // 404 now
+	}
+	for _, q := range queries {
+		ts.lookup(q)
+		if !ts.cachedAnswer(q) {
+			t.Fatalf("%s: not cached", q)
+		}
+	}
+	if err := e.AddUserId("Frank Consultant", "", "frank@work.example", laterConfig(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.add(armored(t, binaryKey(t, e))); r.code != 200 || !strings.Contains(r.body, "1 updated") {
+		t.Fatal(r.code, r.body)
+	}
+	for _, q := range queries {
+		r := ts.lookup(q)
+		if r.code != 200 {
+			t.Errorf("%s after the new user ID: %d %s", q, r.code, r.body)
+			continue
+		}
+		if strings.Contains(q, "op=index") && !strings.Contains(r.body, "uid:Frank Consultant <frank@work.example>:") {
+			t.Errorf("%s: stale answer:\n%s", q, r.body)
+		}
+		if strings.Contains(q, "op=get") {
+			k, err := pgp.ParseKey([]byte(r.body))
+			if err != nil || len(k.Describe().UserIDs) != 2 {
+				t.Errorf("get: stale key (%v)", err)
+			}
+		}
+	}
+}
+
+func TestCacheKeepsUnrelatedAnswersOnChange(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	a := newEntity(t, "Grace Hopper", "grace@example.org", 410)
+	b := newEntity(t, "Ada Lovelace", "ada@example.org", 411)
+	ts.mustAdd(armored(t, binaryKey(t, a), binaryKey(t, b)))
+	keep := []string{"op=get&options=mr&search=0x" + fpHex(b), "op=index&options=mr&search=ada", "op=index&options=mr&search=ada@example.org"}
+	for _, q := range keep {
+		ts.lookup(q)
+	}
+	if err := a.AddUserId("Grace Navy", "", "grace@navy.example", laterConfig(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ts.mustAdd(armored(t, binaryKey(t, a)))
+	for _, q := range keep {
+		if !ts.cachedAnswer(q) {
+			t.Errorf("%s: dropped by an unrelated change", q)
+		}
+	}
+}
+
+func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	open := func() *postgres.Store {
+		s, err := postgres.Open(context.Background(), dbURL, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	ts := newTestServerOn(t, open(), Options{})
+	other := open() // another node on the same database
+	policy := pgp.DefaultPolicy()
+	addElsewhere := func(bin []byte) {
+		t.Helper()
+		k, err := pgp.ParseKey(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied, _, err := policy.Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.AddKey(context.Background(), applied); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h := newEntity(t, "Heidi Remote", "heidi@example.org", 420)
+	ts.mustAdd(armored(t, binaryKey(t, h)))
+	newcomer := newEntity(t, "Ivan Remote", "ivan@example.org", 421)
+	byFP := "op=index&options=mr&search=0x" + fpHex(h)
+	byWord := "op=index&options=mr&search=remote"
+	missing := "op=get&options=mr&search=0x" + fpHex(newcomer)
+	for _, q := range []string{byFP, byWord, missing} {
+		ts.lookup(q)
+		if !ts.cachedAnswer(q) {
+			t.Fatalf("%s not cached", q)
+		}
+	}
+
+	if err := h.AddUserId("Heidi Elsewhere", "", "heidi@elsewhere.example", laterConfig(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	addElsewhere(binaryKey(t, h))
+	addElsewhere(binaryKey(t, newcomer))
+	eventually(t, 5*time.Second, "the other node's new user ID", func() bool {
+		return strings.Contains(ts.lookup(byFP).body, "uid:Heidi Elsewhere <heidi@elsewhere.example>:")
+	})
+	eventually(t, 5*time.Second, "the other node's new key by ID", func() bool { return ts.lookup(missing).code == 200 })
+	eventually(t, 5*time.Second, "the other node's new key by word", func() bool {
+		return strings.HasPrefix(ts.lookup(byWord).body, "info:1:2\n")
+	})
+}
+
+// blockingStore is a Store whose FindKeys waits for a signal, to let a
+// change happen while a lookup is in flight.
+type blockingStore struct {
+	Store
+	entered chan struct{}
+	release chan struct{}
+	key     identity.StoredKey
+}
+
+func (s *blockingStore) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return []identity.StoredKey{s.key}, false, nil
+}
+
+func TestCacheDoesNotKeepAnswerReadBeforeChange(t *testing.T) {
+	fp := make([]byte, 20)
+	st := &blockingStore{entered: make(chan struct{}), release: make(chan struct{}),
+		key: identity.StoredKey{Fingerprint: fp, Algorithm: 22, Created: testTime, UserIDs: []identity.StoredUserID{{Text: "Old"}}}}
+	h := NewHandler(st, Options{Logger: quietLogger()})
+	h.cache.enable()
+	q := "op=index&options=mr&search=0x" + strings.Repeat("00", 20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/pks/lookup?"+q, nil))
+	}()
+	<-st.entered
+	h.keyChangedLocally(fp) // the key changes while the old answer is read
+	close(st.release)
+	<-done
+	v, _ := url.ParseQuery(q)
+	l, _ := parseLookup(v)
+	if h.cache.get(l.cacheKey()) != nil {
+		t.Error("an answer read before a change was cached after it")
+	}
+}
+
+func (h *Handler) keyChangedLocally(fp []byte) { h.cache.invalidate(fp, &keyTerms{}) }
+
+func TestCacheEvictsLeastRecentlyUsedWithinSize(t *testing.T) {
+	c := newCache(16*1024, time.Minute, time.Now, nil)
+	c.enable()
+	body := make([]byte, 700)
+	for i := 0; i < 40; i++ {
+		c.put(c.begin(), fmt.Sprint("k", i), &answer{status: 200, body: body, cacheable: true}, []string{fmt.Sprint("fp", i)}, fmt.Sprint("t", i), nil)
+		c.get("k0") // keep k0 hot
+	}
+	if c.bytes > c.max {
+		t.Errorf("%d bytes cached, bound %d", c.bytes, c.max)
+	}
+	if c.get("k0") == nil || c.get("k1") != nil || c.get("k39") == nil {
+		t.Error("eviction is not least recently used")
+	}
+	if len(c.byFP) != len(c.byKey) || len(c.byTerm) != len(c.byKey) {
+		t.Errorf("indexes out of step: %d keys, %d fps, %d terms", len(c.byKey), len(c.byFP), len(c.byTerm))
+	}
+}
+
+func TestCacheExpiresAfterTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newCache(1<<20, time.Minute, func() time.Time { return now }, nil)
+	c.enable()
+	c.put(c.begin(), "k", &answer{status: 200, cacheable: true}, nil, "t", nil)
+	if c.get("k") == nil {
+		t.Fatal("not cached")
+	}
+	now = now.Add(61 * time.Second)
+	if c.get("k") != nil {
+		t.Error("served after its TTL")
+	}
+}
+
+func TestCacheIsOffWithoutListener(t *testing.T) {
+	st := pgtest.NewStore(t)
+	h := NewHandler(st, Options{Logger: quietLogger()})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/pks/lookup?op=index&options=mr&search=nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 404 || len(h.cache.byKey) != 0 || h.Listening() {
+		t.Errorf("code %d, %d cached answers without a listener", res.StatusCode, len(h.cache.byKey))
+	}
+}

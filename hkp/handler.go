@@ -1,0 +1,312 @@
+// handler.go: the Handler, its options, the store interface it needs, and
+// the plumbing every route shares (routing, error answers, panics).
+
+package hkp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// Store is what the HKP frontend needs of the key store.
+type Store interface {
+	// AddKey stores key, which has already passed Policy.Apply: the store
+	// merges it with the stored key of the same fingerprint in one
+	// transaction, writes nothing when the merge adds nothing, and
+	// notifies every node of the change.
+	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	// FindKeys returns the keys q selects, at most q.Limit of them, and
+	// whether more matched. No match is an empty result, not an error.
+	FindKeys(ctx context.Context, q identity.KeyQuery) (keys []identity.StoredKey, more bool, err error)
+	// KeysByDigest returns the stored keys with these SKS digests; digests
+	// the store does not hold are left out.
+	KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
+	// KeyStats summarises the store.
+	KeyStats(ctx context.Context) (identity.KeyStats, error)
+	// ListenKeyChanges calls fn for every key change any node makes, until
+	// ctx ends or the listening connection fails. A zero KeyDigestChange
+	// (no fingerprint) means changes may have been missed; the Handler then
+	// drops its whole cache.
+	ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error
+}
+
+// Defaults for the zero Options fields.
+const (
+	// DefaultMaxResults caps the keys one lookup returns (Hockeypuck's
+	// figure).
+	DefaultMaxResults = 100
+	// DefaultMaxBodySize caps a /pks/add body (SKS's figure).
+	DefaultMaxBodySize = 5 << 20
+	// DefaultCacheSize bounds the answer cache, in bytes.
+	DefaultCacheSize = 64 << 20
+	// DefaultCacheTTL is how long a cached answer may be served. The
+	// notifications keep the cache coherent; the TTL only bounds the
+	// damage of a notification that never arrived.
+	DefaultCacheTTL = 5 * time.Minute
+	// DefaultMaxHashQueryDigests caps the digests of one hashquery
+	// (SKS asks for 100 at a time).
+	DefaultMaxHashQueryDigests = 1000
+	// DefaultMaxHashQueryResponse caps a hashquery response; keys past it
+	// are left out (the peer asks again for what it still lacks).
+	DefaultMaxHashQueryResponse = 32 << 20
+	// DefaultStatsTTL is how long the store's statistics are reused.
+	DefaultStatsTTL = 10 * time.Second
+)
+
+// Options configure a Handler. The zero value of each field means its
+// default.
+type Options struct {
+	// Policy is applied to every uploaded key (zero: pgp.DefaultPolicy).
+	Policy pgp.Policy
+	// MaxResults caps the keys one lookup returns. An index over it is
+	// cut with a note; a get over it is refused with 400.
+	MaxResults int
+	// MaxBodySize caps a /pks/add request body; larger bodies get 413.
+	MaxBodySize int64
+	// MaxHashQueryDigests caps the digests of one /pks/hashquery request.
+	MaxHashQueryDigests int
+	// MaxHashQueryResponse caps the keys' bytes of one hashquery answer.
+	MaxHashQueryResponse int
+	// CacheSize bounds the answer cache in bytes; negative disables it.
+	CacheSize int64
+	// CacheTTL is the longest a cached answer is served.
+	CacheTTL time.Duration
+	// StatsTTL is how long store statistics are reused by op=stats.
+	StatsTTL time.Duration
+	// Version is the server's version, shown by op=stats.
+	Version string
+	// ExtraStats, if set, adds sections to op=stats (e.g. recon peers):
+	// each map key becomes a JSON field and an HTML section.
+	ExtraStats func(ctx context.Context) map[string]any
+	// Logger receives the handler's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// Registerer, if set, receives the handler's Prometheus collectors.
+	Registerer prometheus.Registerer
+	// Now returns the current time (nil: time.Now); for expiry flags.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxResults <= 0 {
+		o.MaxResults = DefaultMaxResults
+	}
+	if o.MaxBodySize <= 0 {
+		o.MaxBodySize = DefaultMaxBodySize
+	}
+	if o.MaxHashQueryDigests <= 0 {
+		o.MaxHashQueryDigests = DefaultMaxHashQueryDigests
+	}
+	if o.MaxHashQueryResponse <= 0 {
+		o.MaxHashQueryResponse = DefaultMaxHashQueryResponse
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = DefaultCacheTTL
+	}
+	if o.StatsTTL <= 0 {
+		o.StatsTTL = DefaultStatsTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Handler serves HKP. Create it with NewHandler, serve it (ServeHTTP, or
+// Register on a mux) and run Run for as long as it serves: the answer cache
+// is used only while Run listens to the store's change notifications.
+// A Handler is safe for concurrent use.
+type Handler struct {
+	store   Store
+	opts    Options
+	log     *slog.Logger
+	cache   *cache
+	stats   *statsCache
+	metrics *metrics
+	mux     *http.ServeMux
+	// changes counts the notifications handled (for tests).
+	changes atomic.Int64
+}
+
+// NewHandler returns a Handler serving HKP from store.
+func NewHandler(store Store, opts Options) *Handler {
+	opts = opts.withDefaults()
+	h := &Handler{
+		store:   store,
+		opts:    opts,
+		log:     opts.Logger,
+		metrics: newMetrics(opts.Registerer),
+	}
+	h.cache = newCache(opts.CacheSize, opts.CacheTTL, opts.Now, h.metrics)
+	h.stats = &statsCache{ttl: opts.StatsTTL}
+	h.mux = http.NewServeMux()
+	h.Register(h.mux)
+	return h
+}
+
+// routes are the patterns the Handler serves, as Register adds them.
+var routes = []string{"GET /pks/lookup", "POST /pks/add", "POST /pks/hashquery"}
+
+// Register adds the HKP routes to mux (so that the caller's request
+// metrics see each route's pattern). Each route is wrapped in the
+// handler's panic recovery.
+func (h *Handler) Register(mux *http.ServeMux) {
+	for _, p := range routes {
+		mux.Handle(p, h.recover(h.route(p)))
+	}
+}
+
+func (h *Handler) route(pattern string) http.Handler {
+	switch pattern {
+	case "GET /pks/lookup":
+		return http.HandlerFunc(h.serveLookup)
+	case "POST /pks/add":
+		return http.HandlerFunc(h.serveAdd)
+	case "POST /pks/hashquery":
+		return http.HandlerFunc(h.serveHashQuery)
+	}
+	panic("hkp: unknown route " + pattern)
+}
+
+// ServeHTTP serves the HKP routes; other paths get 404, other methods 405.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// keyChangeWatcher is implemented by stores that can say when they
+// listen (identity/postgres does): the cache is then used only from that
+// moment, so that no change made meanwhile can be missed.
+type keyChangeWatcher interface {
+	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error
+}
+
+// Run listens to the store's key changes and keeps the answer cache
+// coherent with them, until ctx ends; it then returns nil. While the
+// listener is down (it is restarted with a growing delay) the cache is
+// emptied and not used.
+func (h *Handler) Run(ctx context.Context) error {
+	delay := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		err := h.listen(ctx)
+		h.cache.disable()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > time.Minute {
+			delay = 100 * time.Millisecond
+		}
+		h.log.Warn("hkp: key change notifications lost; cache off until they are back", "err", err, "retry_in", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// listen runs one listening session, enabling the cache once it listens.
+func (h *Handler) listen(ctx context.Context) error {
+	w, ok := h.store.(keyChangeWatcher)
+	if !ok {
+		// Without a ready signal, a change made between now and the
+		// store's LISTEN can be missed; CacheTTL bounds how long.
+		h.cache.enable()
+		return h.store.ListenKeyChanges(ctx, h.keyChanged)
+	}
+	ready := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ready:
+			h.cache.enable()
+		case <-lctx.Done():
+		}
+	}()
+	err := w.WatchKeyChanges(lctx, ready, h.keyChanged)
+	cancel()
+	<-done // so that Run's disable comes after any enable
+	return err
+}
+
+// Listening reports whether the answer cache is in use (Run listens to
+// the store's key changes).
+func (h *Handler) Listening() bool { return h.cache.enabled.Load() }
+
+// keyChanged is the notification callback.
+func (h *Handler) keyChanged(c identity.KeyDigestChange) {
+	defer h.changes.Add(1)
+	if len(c.Fingerprint) == 0 {
+		h.cache.flush()
+		return
+	}
+	// Learn what the key is now, so that answers it may now belong to are
+	// dropped too. The lookup runs outside the cache lock.
+	var terms *keyTerms
+	if c.New != ([16]byte{}) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		keys, err := h.store.KeysByDigest(ctx, [][16]byte{c.New})
+		cancel()
+		switch {
+		case err != nil:
+			h.log.Warn("hkp: reading a changed key; dropping the whole cache", "fingerprint", fmt.Sprintf("%X", c.Fingerprint), "err", err)
+			h.cache.flush()
+			return
+		case len(keys) == 1:
+			terms = termsOfStored(&keys[0])
+		default:
+			// Changed again (or deleted) since: the later notification
+			// carries the newer form, whose terms cover this one's (merging
+			// only adds). Drop the answers holding the key now.
+			terms = nil
+		}
+	}
+	h.cache.invalidate(c.Fingerprint, terms)
+}
+
+// recover answers 500 for a panic that reached it and logs it; every
+// expected bad input is answered with a 4xx before this.
+func (h *Handler) recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.Error("hkp: panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				httpError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpError answers a plain-text error. HKP clients show the body to
+// their users, so msg says what to do.
+func httpError(w http.ResponseWriter, code int, msg string) {
+	hd := w.Header()
+	hd.Del("Content-Length")
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}

@@ -1,0 +1,139 @@
+package hkp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+func hashQueryBody(digests ...[16]byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(digests)))
+	for _, d := range digests {
+		b = binary.BigEndian.AppendUint32(b, 16)
+		b = append(b, d[:]...)
+	}
+	return b
+}
+
+// readHashQueryResponse decodes a response as a peer does.
+func readHashQueryResponse(t *testing.T, b []byte) [][]byte {
+	t.Helper()
+	if len(b) < 6 {
+		t.Fatalf("response of %d bytes", len(b))
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	b = b[4:]
+	var keys [][]byte
+	for i := 0; i < n; i++ {
+		l := int(binary.BigEndian.Uint32(b))
+		keys = append(keys, b[4:4+l])
+		b = b[4+l:]
+	}
+	if string(b) != "\r\n" {
+		t.Fatalf("response ends with %q, want CRLF", b)
+	}
+	return keys
+}
+
+func TestParseHashQueryRejectsMalformedBodies(t *testing.T) {
+	d := [16]byte{1, 2, 3}
+	good := hashQueryBody(d, d)
+	if got, err := parseHashQuery(good, 10); err != nil || len(got) != 2 || got[0] != d {
+		t.Fatalf("good body: %v %v", got, err)
+	}
+	if got, err := parseHashQuery(hashQueryBody(), 10); err != nil || len(got) != 0 {
+		t.Fatalf("empty query: %v %v", got, err)
+	}
+	badLen := hashQueryBody(d)
+	binary.BigEndian.PutUint32(badLen[4:], 15)
+	negative := binary.BigEndian.AppendUint32(nil, 0xffffffff)
+	for name, body := range map[string][]byte{
+		"empty":            nil,
+		"short count":      {0, 0},
+		"negative count":   negative,
+		"count too large":  hashQueryBody(d, d, d),
+		"truncated digest": good[:len(good)-1],
+		"trailing bytes":   append(append([]byte(nil), good...), 0),
+		"length not 16":    badLen,
+		"count lies":       append(binary.BigEndian.AppendUint32(nil, 2), good[4:24]...),
+	} {
+		if _, err := parseHashQuery(body, 2); !errors.Is(err, errHashQuery) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestHashQueryResponseStopsAtSizeCap(t *testing.T) {
+	keys := []identity.StoredKey{{Packets: bytes.Repeat([]byte{1}, 100)}, {Packets: bytes.Repeat([]byte{2}, 100)}, {Packets: bytes.Repeat([]byte{3}, 100)}}
+	out, n := appendHashQueryResponse(nil, keys, 250)
+	if n != 2 {
+		t.Fatalf("%d keys written, want 2", n)
+	}
+	got := readHashQueryResponse(t, out)
+	if len(got) != 2 || got[1][0] != 2 {
+		t.Errorf("response keys %v", got)
+	}
+}
+
+func TestHashQueryServesStoredKeys(t *testing.T) {
+	ts := newTestServer(t, Options{MaxHashQueryDigests: 5})
+	var digests [][16]byte
+	want := map[[16]byte]bool{}
+	for i := 0; i < 3; i++ {
+		e := newEntity(t, fmt.Sprintf("Peer Key %d", i), fmt.Sprintf("p%d@example.org", i), int64(200+i))
+		ts.mustAdd(armored(t, binaryKey(t, e)))
+		k, _ := pgp.ParseKey(binaryKey(t, e))
+		applied, _, err := pgp.DefaultPolicy().Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, applied.Digest())
+		want[applied.Digest()] = true
+	}
+	unknown := [16]byte{0xff}
+	post := func(body []byte) (int, []byte) {
+		res, err := http.Post(ts.url+"/pks/hashquery", "application/octet-stream", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	code, body := post(hashQueryBody(append(digests, unknown)...))
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	got := readHashQueryResponse(t, body)
+	if len(got) != 3 {
+		t.Fatalf("%d keys, want 3", len(got))
+	}
+	for _, b := range got {
+		k, err := pgp.ParseKey(b)
+		if err != nil || !want[k.Digest()] {
+			t.Errorf("served key %v digest not asked for", err)
+		}
+	}
+	for name, tc := range map[string]struct {
+		body []byte
+		code int
+	}{
+		"too many digests":  {hashQueryBody(digests[0], digests[0], digests[0], digests[0], digests[0], digests[0]), http.StatusRequestEntityTooLarge},
+		"count over cap":    {append(binary.BigEndian.AppendUint32(nil, 6), make([]byte, 20)...), http.StatusBadRequest},
+		"garbage":           {[]byte("hello world, not a hashquery"), http.StatusBadRequest},
+		"truncated":         {hashQueryBody(digests[0])[:10], http.StatusBadRequest},
+		"nothing asked for": {hashQueryBody(), http.StatusOK},
+	} {
+		code, body := post(tc.body)
+		if code != tc.code {
+			t.Errorf("%s: %d %q, want %d", name, code, body, tc.code)
+		}
+	}
+}

@@ -1,0 +1,373 @@
+// html.go: the HTML answers of op=index and op=vindex, for people with a
+// browser: a plain, escaped page per search (the web package owns the real
+// pages). vindex also lists each key's subkeys and signatures, read from
+// its packets.
+
+package hkp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Search results for {{.Search}}</title>
+<style>body{font-family:sans-serif;margin:2em}pre{font-size:0.95em}.note{background:#fff3cd;padding:0.5em}</style>
+</head>
+<body>
+<h1>Search results for “{{.Search}}”</h1>
+{{if .Truncated}}<p class="note">More than {{.Count}} keys match: only the first {{.Count}} are shown. Use a more specific search (an email address, a key ID or a fingerprint).</p>
+{{end}}<p>{{.Count}} {{if eq .Count 1}}key{{else}}keys{{end}} shown.</p>
+{{range .Keys}}<hr>
+<pre>
+<strong>pub</strong>  {{.Algorithm}}/<a href="{{.GetURL}}">{{.KeyID}}</a> {{.Created}}{{if .Expires}} expires {{.Expires}}{{end}}{{if .Flags}} [{{.Flags}}]{{end}}
+{{if $.ShowFingerprint}}     Fingerprint={{.Fingerprint}}
+{{end}}{{range .Sigs}}     sig  {{.}}
+{{end}}{{range .UserIDs}}<strong>uid</strong>  {{.Text}}{{if .Flags}} [{{.Flags}}]{{end}}
+{{range .Sigs}}     sig  {{.}}
+{{end}}{{end}}{{range .Subkeys}}<strong>sub</strong>  {{.Algorithm}}/{{.KeyID}} {{.Created}}{{if .Expires}} expires {{.Expires}}{{end}}{{if .Usage}} [{{.Usage}}]{{end}}{{if .Flags}} [{{.Flags}}]{{end}}
+{{if $.ShowFingerprint}}     Fingerprint={{.Fingerprint}}
+{{end}}{{range .Sigs}}     sig  {{.}}
+{{end}}{{end}}</pre>
+{{end}}</body>
+</html>
+`))
+
+type htmlIndexPage struct {
+	Search          string
+	Count           int
+	Truncated       bool
+	ShowFingerprint bool
+	Keys            []htmlKey
+}
+
+type htmlKey struct {
+	Algorithm, KeyID, Fingerprint, Created, Expires, Flags string
+	GetURL                                                 string
+	Sigs                                                   []string
+	UserIDs                                                []htmlUserID
+	Subkeys                                                []htmlSubkey
+}
+
+type htmlUserID struct {
+	Text, Flags string
+	Sigs        []string
+}
+
+type htmlSubkey struct {
+	Algorithm, KeyID, Fingerprint, Created, Expires, Usage, Flags string
+	Sigs                                                          []string
+}
+
+// htmlIndex renders the HTML index (vindex: with subkeys and signatures).
+func (h *Handler) htmlIndex(l *lookup, keys []identity.StoredKey, more bool, now time.Time) []byte {
+	page := htmlIndexPage{
+		Search:          l.search,
+		Count:           len(keys),
+		Truncated:       more,
+		ShowFingerprint: l.fingerprint || l.op == "vindex",
+	}
+	for i := range keys {
+		k := &keys[i]
+		fpr := strings.ToUpper(hex.EncodeToString(k.Fingerprint))
+		hk := htmlKey{
+			Algorithm:   algorithmName(k.Algorithm, k.Bits, k.Curve),
+			KeyID:       keyIDHex(k.Fingerprint, k.Packets),
+			Fingerprint: spacedFingerprint(fpr),
+			Created:     day(k.Created),
+			Expires:     day(k.Expires),
+			Flags:       flagWords(k.Revoked, k.Expires, now),
+			GetURL:      "/pks/lookup?op=get&search=0x" + url.QueryEscape(fpr),
+		}
+		for _, u := range k.UserIDs {
+			hk.UserIDs = append(hk.UserIDs, htmlUserID{Text: u.Text, Flags: flagWords(u.Revoked, u.Expires, now)})
+		}
+		if l.op == "vindex" {
+			h.verbose(&hk, k, now)
+		}
+		page.Keys = append(page.Keys, hk)
+	}
+	var b bytes.Buffer
+	if err := indexTemplate.Execute(&b, page); err != nil {
+		// The template and its data are ours: a failure is a bug.
+		panic(fmt.Errorf("hkp: index template: %w", err))
+	}
+	return b.Bytes()
+}
+
+// verbose adds the subkeys and the signatures of k's packets.
+func (h *Handler) verbose(hk *htmlKey, k *identity.StoredKey, now time.Time) {
+	key, err := pgp.ParseKey(k.Packets)
+	if err != nil {
+		h.log.Warn("hkp: vindex: stored key does not parse", "fingerprint", hk.Fingerprint, "err", err)
+		return
+	}
+	d := key.Describe()
+	subs := map[string]pgp.Subkey{}
+	for _, s := range d.Subkeys {
+		subs[string(s.Packet().Body)] = s
+	}
+	// Signatures follow the packet they belong to.
+	var sigs *[]string = &hk.Sigs
+	uid := 0
+	for _, p := range key.Packets() {
+		switch p.Tag {
+		case pgp.TagUserID:
+			if uid < len(hk.UserIDs) && hk.UserIDs[uid].Text == string(p.Body) {
+				sigs = &hk.UserIDs[uid].Sigs
+			} else {
+				// Names in the index come from the store; find the one.
+				sigs = nil
+				for j := range hk.UserIDs {
+					if hk.UserIDs[j].Text == string(p.Body) {
+						sigs = &hk.UserIDs[j].Sigs
+					}
+				}
+			}
+			uid++
+		case pgp.TagUserAttribute:
+			hk.UserIDs = append(hk.UserIDs, htmlUserID{Text: "[user attribute (photo ID)]"})
+			sigs = &hk.UserIDs[len(hk.UserIDs)-1].Sigs
+		case pgp.TagPublicSubkey:
+			s, ok := subs[string(p.Body)]
+			hs := htmlSubkey{Algorithm: "unknown", KeyID: "?"}
+			if ok {
+				hs = htmlSubkey{
+					Algorithm:   algorithmName(int(s.Algorithm), s.Bits, s.Curve),
+					KeyID:       fmt.Sprintf("%016X", s.KeyID),
+					Fingerprint: spacedFingerprint(strings.ToUpper(hex.EncodeToString(s.Fingerprint))),
+					Created:     day(s.Created),
+					Expires:     day(s.Expires),
+					Usage:       s.Capabilities.String(),
+					Flags:       flagWords(s.Revoked, s.Expires, now),
+				}
+			}
+			hk.Subkeys = append(hk.Subkeys, hs)
+			sigs = &hk.Subkeys[len(hk.Subkeys)-1].Sigs
+		case pgp.TagSignature:
+			if sigs != nil {
+				*sigs = append(*sigs, describeSignature(p.Body, d.KeyID))
+			}
+		}
+	}
+}
+
+// describeSignature summarises a signature packet body: type, issuer key
+// ID (or "self") and creation day.
+func describeSignature(body []byte, self uint64) string {
+	si, ok := readSigSummary(body)
+	if !ok {
+		return "(unreadable signature)"
+	}
+	issuer := "unknown issuer"
+	switch {
+	case si.hasIssuer && si.issuer == self:
+		issuer = "self"
+	case si.hasIssuer:
+		issuer = fmt.Sprintf("%016X", si.issuer)
+	}
+	return fmt.Sprintf("%-13s %-16s %s", sigTypeName(si.sigType), issuer, day(si.created))
+}
+
+type sigSummary struct {
+	sigType   byte
+	created   time.Time
+	issuer    uint64
+	hasIssuer bool
+}
+
+// readSigSummary reads a v3, v4 or v6 signature body's type, creation
+// time and issuer (RFC 9580 section 5.2).
+func readSigSummary(b []byte) (sigSummary, bool) {
+	var s sigSummary
+	if len(b) < 1 {
+		return s, false
+	}
+	switch b[0] {
+	case 2, 3:
+		if len(b) < 15 || b[1] != 5 {
+			return s, false
+		}
+		s.sigType = b[2]
+		s.created = time.Unix(int64(binary.BigEndian.Uint32(b[3:7])), 0).UTC()
+		s.issuer, s.hasIssuer = binary.BigEndian.Uint64(b[7:15]), true
+		return s, true
+	case 4, 6:
+		lenSize := 2
+		if b[0] == 6 {
+			lenSize = 4
+		}
+		if len(b) < 4+lenSize {
+			return s, false
+		}
+		s.sigType = b[1]
+		rest := b[4:]
+		for area := 0; area < 2; area++ {
+			if len(rest) < lenSize {
+				return s, false
+			}
+			var n int
+			if lenSize == 2 {
+				n = int(binary.BigEndian.Uint16(rest))
+			} else {
+				n = int(binary.BigEndian.Uint32(rest))
+			}
+			rest = rest[lenSize:]
+			if n < 0 || n > len(rest) {
+				return s, false
+			}
+			s.scanSubpackets(rest[:n], area == 0)
+			rest = rest[n:]
+		}
+		return s, true
+	}
+	return s, false
+}
+
+func (s *sigSummary) scanSubpackets(b []byte, hashed bool) {
+	for len(b) > 0 {
+		var n, h int
+		switch {
+		case b[0] < 192:
+			n, h = int(b[0]), 1
+		case b[0] < 255:
+			if len(b) < 2 {
+				return
+			}
+			n, h = (int(b[0])-192)<<8+int(b[1])+192, 2
+		default:
+			if len(b) < 5 {
+				return
+			}
+			n, h = int(binary.BigEndian.Uint32(b[1:5])), 5
+		}
+		if n < 1 || h+n > len(b) || h+n < 0 {
+			return
+		}
+		typ, data := b[h]&0x7f, b[h+1:h+n]
+		switch {
+		case typ == 2 && hashed && len(data) == 4:
+			s.created = time.Unix(int64(binary.BigEndian.Uint32(data)), 0).UTC()
+		case typ == 16 && len(data) == 8 && !s.hasIssuer:
+			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data), true
+		case typ == 33 && len(data) == 21 && data[0] == 4:
+			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data[13:]), true
+		case typ == 33 && len(data) == 33 && data[0] == 6:
+			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data[1:9]), true
+		}
+		b = b[h+n:]
+	}
+}
+
+func sigTypeName(t byte) string {
+	switch t {
+	case 0x10:
+		return "sig"
+	case 0x11:
+		return "sig1"
+	case 0x12:
+		return "sig2"
+	case 0x13:
+		return "sig3"
+	case 0x18:
+		return "sbind"
+	case 0x19:
+		return "backsig"
+	case 0x1f:
+		return "direct"
+	case 0x20:
+		return "revok"
+	case 0x28:
+		return "subrevok"
+	case 0x30:
+		return "certrevok"
+	}
+	return fmt.Sprintf("type 0x%02x", t)
+}
+
+// algorithmName names a key's algorithm and size as gpg prints it
+// (rsa4096, ed25519, dsa1024, …).
+func algorithmName(algo, bits int, curve string) string {
+	if curve != "" {
+		return curve
+	}
+	var name string
+	switch algo {
+	case 1, 2, 3:
+		name = "rsa"
+	case 16, 20:
+		name = "elg"
+	case 17:
+		name = "dsa"
+	case 18:
+		name = "ecdh"
+	case 19:
+		name = "ecdsa"
+	case 22:
+		name = "eddsa"
+	case 25:
+		return "x25519"
+	case 26:
+		return "x448"
+	case 27:
+		return "ed25519"
+	case 28:
+		return "ed448"
+	default:
+		name = fmt.Sprintf("algo%d-", algo)
+	}
+	if bits > 0 {
+		return fmt.Sprintf("%s%d", name, bits)
+	}
+	return name
+}
+
+// keyIDHex returns the primary key's 64-bit key ID in hex.
+func keyIDHex(fp, packets []byte) string {
+	id, ok := keyIDOf(fp, firstPacketBody(packets))
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("%016X", id)
+}
+
+func spacedFingerprint(h string) string {
+	var b strings.Builder
+	for i := 0; i < len(h); i += 4 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(h[i:min(i+4, len(h))])
+	}
+	return b.String()
+}
+
+func day(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+func flagWords(revoked bool, expires, now time.Time) string {
+	var w []string
+	if revoked {
+		w = append(w, "revoked")
+	}
+	if !expires.IsZero() && !expires.After(now) {
+		w = append(w, "expired")
+	}
+	return strings.Join(w, ", ")
+}

@@ -1,0 +1,383 @@
+// lookup.go: GET /pks/lookup: parsing op, search and options, normalising
+// the search into a store query, and answering get, index, vindex and hget
+// (from the cache when it can).
+
+package hkp
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// Lookup limits on the search itself.
+const (
+	maxSearchLength = 1024
+	maxSearchWords  = 16
+)
+
+// lookup is one parsed /pks/lookup request.
+type lookup struct {
+	op          string
+	mr          bool
+	fingerprint bool // fingerprint=on: show fingerprints in HTML
+	exact       bool
+	search      string // as given (trimmed)
+
+	query  identity.KeyQuery // get, index, vindex
+	digest [16]byte          // hget
+	term   string            // the selector term, "" for words
+	words  []string          // word queries, lower-cased and sorted
+}
+
+// errBadRequest is what parse errors wrap: the client gets 400 and the
+// message.
+var errBadRequest = errors.New("bad request")
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
+}
+
+// errNotImplemented: an op HKP defines or SKS knows that Kith does not do,
+// or an unknown op (HKP drafts: 501).
+var errNotImplemented = errors.New("not implemented")
+
+// parseLookup reads the query parameters of a lookup.
+func parseLookup(v url.Values) (*lookup, error) {
+	l := &lookup{op: strings.ToLower(strings.TrimSpace(v.Get("op")))}
+	for _, o := range strings.Split(v.Get("options"), ",") {
+		switch strings.ToLower(strings.TrimSpace(o)) {
+		case "mr":
+			l.mr = true
+		case "exact":
+			l.exact = true
+		}
+	}
+	l.exact = l.exact || on(v.Get("exact"))
+	l.fingerprint = on(v.Get("fingerprint"))
+	switch l.op {
+	case "":
+		return nil, badRequest("missing op: use op=get, index, vindex, hget or stats")
+	case "get", "index", "vindex", "hget":
+	case "stats":
+		return l, nil
+	default:
+		return nil, fmt.Errorf("%w: op=%s (Kith serves op=get, index, vindex, hget and stats)", errNotImplemented, truncate(l.op, 32))
+	}
+	if !v.Has("search") || strings.TrimSpace(v.Get("search")) == "" {
+		return nil, badRequest("missing search: give a key ID (0x…), fingerprint, email or words")
+	}
+	l.search = strings.TrimSpace(v.Get("search"))
+	if len(l.search) > maxSearchLength {
+		return nil, badRequest("search longer than %d bytes", maxSearchLength)
+	}
+	if l.op == "hget" {
+		d, err := pgp.ParseDigest(strings.TrimPrefix(strings.ToLower(l.search), "0x"))
+		if err != nil {
+			return nil, badRequest("op=hget wants a key digest of 32 hex digits")
+		}
+		l.digest = d
+		l.term = digestTerm(d)
+		return l, nil
+	}
+	if err := l.parseSearch(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func on(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "on", "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// parseSearch normalises l.search into a store query.
+//
+//   - "0x" and 8, 16, 40 or 64 hex digits: a 32- or 64-bit key ID, a v4 or
+//     v6 fingerprint (primary keys and subkeys);
+//   - 40 or 64 hex digits without "0x", spaces allowed: a fingerprint;
+//   - "alice@example.org" or "<alice@example.org>": that exact email;
+//   - anything else: the words of user IDs (runs of letters and digits),
+//     lower-cased, all required.
+func (l *lookup) parseSearch() error {
+	s := l.search
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		h := strings.ReplaceAll(s[2:], " ", "")
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return badRequest("search %q: after 0x, give 8, 16, 40 or 64 hex digits", truncate(s, 80))
+		}
+		switch len(b) {
+		case 4:
+			id := binary.BigEndian.Uint32(b)
+			l.query = identity.KeyQuery{ShortKeyID: id, HasShortKeyID: true}
+			l.term = shortKeyIDTerm(id)
+		case 8:
+			id := binary.BigEndian.Uint64(b)
+			l.query = identity.KeyQuery{KeyID: id}
+			l.term = keyIDTerm(id)
+		case 20, 32:
+			l.query = identity.KeyQuery{Fingerprint: b}
+			l.term = fingerprintTerm(b)
+		default:
+			return badRequest("search %q: after 0x, give 8, 16, 40 or 64 hex digits (%d given)", truncate(s, 80), len(h))
+		}
+		return nil
+	}
+	if h := strings.ReplaceAll(s, " ", ""); len(h) == 40 || len(h) == 64 {
+		if b, err := hex.DecodeString(h); err == nil {
+			l.query = identity.KeyQuery{Fingerprint: b}
+			l.term = fingerprintTerm(b)
+			return nil
+		}
+	}
+	if email, ok := bareEmail(s); ok {
+		l.query = identity.KeyQuery{Email: email}
+		l.term = emailTerm(email)
+		return nil
+	}
+	words := searchWords(s)
+	if len(words) == 0 {
+		return badRequest("search %q holds no words (letters or digits)", truncate(s, 80))
+	}
+	if len(words) > maxSearchWords {
+		return badRequest("search holds %d words; at most %d are allowed", len(words), maxSearchWords)
+	}
+	l.words = words
+	l.query = identity.KeyQuery{Words: words}
+	return nil
+}
+
+// bareEmail returns the lower-cased address when s is one address,
+// optionally in angle brackets.
+func bareEmail(s string) (string, bool) {
+	if strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">") {
+		s = s[1 : len(s)-1]
+	}
+	at := strings.IndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 || strings.Count(s, "@") != 1 {
+		return "", false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("<>,;\"", r) {
+			return "", false
+		}
+	}
+	return strings.ToLower(s), true
+}
+
+// searchWords splits s into lower-cased runs of letters and digits,
+// sorted, without duplicates.
+func searchWords(s string) []string {
+	words := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	slices.Sort(words)
+	return slices.Compact(words)
+}
+
+// cacheKey is the normalised request: op, the options that change the
+// answer, and the selector.
+func (l *lookup) cacheKey() string {
+	var b strings.Builder
+	b.WriteString(l.op)
+	b.WriteByte('|')
+	if l.mr {
+		b.WriteByte('m')
+	}
+	if l.fingerprint && !l.mr {
+		b.WriteByte('f')
+	}
+	b.WriteByte('|')
+	if l.term != "" {
+		b.WriteString(l.term)
+	} else {
+		b.WriteByte('w')
+		for _, w := range l.words {
+			b.WriteByte(' ')
+			b.WriteString(w)
+		}
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// serveLookup answers GET /pks/lookup.
+func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	l, err := parseLookup(r.URL.Query())
+	if err != nil {
+		op := strings.ToLower(r.URL.Query().Get("op"))
+		switch {
+		case errors.Is(err, errNotImplemented):
+			h.metrics.lookup("other", "not_implemented")
+			httpError(w, http.StatusNotImplemented, err.Error())
+		default:
+			h.metrics.lookup(knownOp(op), "bad_request")
+			httpError(w, http.StatusBadRequest, err.Error())
+		}
+		return
+	}
+	if l.op == "stats" {
+		h.serveStats(w, r, l)
+		return
+	}
+	key := l.cacheKey()
+	if a := h.cache.get(key); a != nil {
+		h.metrics.lookup(l.op, "cached")
+		writeAnswer(w, a)
+		return
+	}
+	epoch := h.cache.begin()
+	a, fps, outcome := h.answerLookup(r.Context(), l)
+	h.metrics.lookup(l.op, outcome)
+	h.cache.put(epoch, key, a, fps, l.term, l.words)
+	writeAnswer(w, a)
+}
+
+func knownOp(op string) string {
+	switch op {
+	case "get", "index", "vindex", "hget", "stats":
+		return op
+	}
+	return "other"
+}
+
+// answerLookup computes the answer of a get, index, vindex or hget, the
+// primary fingerprints it holds, and its outcome for metrics.
+func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps []string, outcome string) {
+	var keys []identity.StoredKey
+	var more bool
+	var err error
+	if l.op == "hget" {
+		keys, err = h.store.KeysByDigest(ctx, [][16]byte{l.digest})
+	} else {
+		q := l.query
+		q.Limit = h.opts.MaxResults
+		keys, more, err = h.store.FindKeys(ctx, q)
+		if errors.Is(err, identity.ErrTooManyKeys) {
+			keys, more, err = nil, true, nil
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Error("hkp: lookup", "op", l.op, "err", err)
+		}
+		return errorAnswer(http.StatusServiceUnavailable, "the key store is not answering; try again later"), nil, "error"
+	}
+	if len(keys) > h.opts.MaxResults {
+		keys, more = keys[:h.opts.MaxResults], true
+	}
+	if len(keys) == 0 && more {
+		// The store refused without returning any: too broad.
+		return h.tooMany(l), nil, "too_many"
+	}
+	if len(keys) == 0 {
+		a := &answer{
+			status:      http.StatusNotFound,
+			contentType: "text/plain; charset=utf-8",
+			header:      [][2]string{{"Cache-Control", "no-cache"}, {"X-HKP-Results-Count", "0"}},
+			body:        []byte("No keys found\n"),
+			cacheable:   true,
+		}
+		return a, nil, "not_found"
+	}
+	fps = make([]string, len(keys))
+	for i := range keys {
+		fps[i] = string(keys[i].Fingerprint)
+	}
+	switch l.op {
+	case "get", "hget":
+		if more {
+			return h.tooMany(l), fps, "too_many"
+		}
+		return getAnswer(keys), fps, "found"
+	default:
+		a := h.indexAnswer(l, keys, more)
+		if more {
+			return a, fps, "truncated"
+		}
+		return a, fps, "found"
+	}
+}
+
+// tooMany is the answer to a get that matches more keys than MaxResults.
+func (h *Handler) tooMany(l *lookup) *answer {
+	msg := fmt.Sprintf("too many keys match (more than %d); use a more specific search, such as a fingerprint", h.opts.MaxResults)
+	if l.op != "get" {
+		msg = fmt.Sprintf("too many keys match (more than %d); use a more specific search", h.opts.MaxResults)
+	}
+	a := errorAnswer(http.StatusBadRequest, msg)
+	a.cacheable = true
+	return a
+}
+
+func errorAnswer(code int, msg string) *answer {
+	return &answer{
+		status:      code,
+		contentType: "text/plain; charset=utf-8",
+		header:      [][2]string{{"Cache-Control", "no-store"}},
+		body:        []byte(msg + "\n"),
+	}
+}
+
+// getAnswer armors keys as one block.
+func getAnswer(keys []identity.StoredKey) *answer {
+	var b strings.Builder
+	b.Grow(estimateArmored(keys))
+	if err := writeArmoredPackets(&b, keys); err != nil {
+		// Writing to a strings.Builder cannot fail.
+		panic(err)
+	}
+	return &answer{
+		status:      http.StatusOK,
+		contentType: "application/pgp-keys",
+		header: [][2]string{
+			{"Cache-Control", "max-age=300"},
+			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
+		},
+		body:      []byte(b.String()),
+		cacheable: true,
+	}
+}
+
+func estimateArmored(keys []identity.StoredKey) int {
+	n := 128
+	for i := range keys {
+		n += len(keys[i].Packets) * 139 / 100
+	}
+	return n
+}
+
+// writeAnswer sends a.
+func writeAnswer(w http.ResponseWriter, a *answer) {
+	hd := w.Header()
+	hd.Set("Content-Type", a.contentType)
+	hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+	hd.Set("X-Content-Type-Options", "nosniff")
+	for _, f := range a.header {
+		hd.Set(f[0], f[1])
+	}
+	w.WriteHeader(a.status)
+	w.Write(a.body)
+}

@@ -1,0 +1,118 @@
+package identity
+
+import (
+	"errors"
+	"time"
+)
+
+// KeyQuery selects stored OpenPGP keys. Exactly one selector is set.
+type KeyQuery struct {
+	// Fingerprint matches a primary key or a subkey (20 bytes for v4, 32
+	// for v6); a subkey resolves to its primary key.
+	Fingerprint []byte
+	// KeyID matches the 64-bit key ID of a primary key or subkey.
+	KeyID uint64
+	// ShortKeyID matches the 32-bit key ID (set HasShortKeyID).
+	ShortKeyID    uint32
+	HasShortKeyID bool
+	// Email matches a user ID's address exactly (lower-cased).
+	Email string
+	// Words matches keys with a user ID holding every word (lower-cased).
+	Words []string
+	// Limit caps the result; the store returns at most Limit keys and
+	// reports whether more matched. Zero means no limit.
+	Limit int
+}
+
+// StoredKey is a key as the store holds it: the packets Kith serves and
+// what the index shows of them.
+type StoredKey struct {
+	// Fingerprint of the primary key.
+	Fingerprint []byte
+	// Digest is the SKS digest of Packets, the key's recon element.
+	Digest [16]byte
+	// Packets are the key's packets in canonical binary form.
+	Packets []byte
+	// Version, Algorithm, Bits, Curve, Created, Expires and Revoked
+	// describe the primary key; Expires is zero when it never expires.
+	Version   int
+	Algorithm int
+	Bits      int
+	Curve     string
+	Created   time.Time
+	Expires   time.Time
+	Revoked   bool
+	// UserIDs are the key's user IDs in canonical order.
+	UserIDs []StoredUserID
+	// FirstSeen is when the key first reached this store, Modified when it
+	// last changed.
+	FirstSeen time.Time
+	Modified  time.Time
+}
+
+// StoredUserID is a user ID as the index shows it.
+type StoredUserID struct {
+	Text    string
+	Email   string
+	Created time.Time
+	Expires time.Time
+	Revoked bool
+	Primary bool
+}
+
+// KeyChange says what storing a key did.
+type KeyChange int
+
+// The outcomes of storing a key.
+const (
+	// KeyInserted: the key was new.
+	KeyInserted KeyChange = iota + 1
+	// KeyUpdated: the key was known and the upload added packets.
+	KeyUpdated
+	// KeyUnchanged: the key was known and the upload added nothing;
+	// nothing was written.
+	KeyUnchanged
+)
+
+// String returns the outcome as HKP answers and logs name it.
+func (c KeyChange) String() string {
+	switch c {
+	case KeyInserted:
+		return "inserted"
+	case KeyUpdated:
+		return "updated"
+	case KeyUnchanged:
+		return "unchanged"
+	}
+	return "unknown"
+}
+
+// KeyStats summarises the key store.
+type KeyStats struct {
+	// Keys is the number of stored keys.
+	Keys int64
+	// Daily counts keys first seen (New) and changed (Updated) per day,
+	// newest day first, for the last days.
+	Daily []DailyKeys
+}
+
+// DailyKeys is one day's additions.
+type DailyKeys struct {
+	Day     time.Time
+	New     int64
+	Updated int64
+}
+
+// KeyDigestChange is the notification every key change emits, so that
+// every node's recon tree and caches learn it: the digest the key had
+// (zero when it was new) and the digest it has now (zero when it was
+// deleted).
+type KeyDigestChange struct {
+	Old, New [16]byte
+	// Fingerprint of the key that changed.
+	Fingerprint []byte
+}
+
+// ErrTooManyKeys is returned when a query matches more keys than the
+// caller may receive.
+var ErrTooManyKeys = errors.New("too many keys match")

@@ -1,0 +1,364 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
+)
+
+// applied parses binary key packets and runs the default policy.
+func applied(t testing.TB, b []byte) *pgp.Key {
+	t.Helper()
+	k, err := pgp.ParseKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err = pgp.DefaultPolicy().Apply(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func typicalKey(t testing.TB, g *keygen.Generator, i int) *pgp.Key {
+	t.Helper()
+	b, err := g.Key(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return applied(t, b)
+}
+
+// newEntity makes a fresh Ed25519 key with the given "Name <email>" user
+// IDs.
+func newEntity(t testing.TB, uids ...string) *openpgp.Entity {
+	t.Helper()
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return time.Unix(1700000000, 0) }}
+	split := func(uid string) (string, string) {
+		name, email, _ := strings.Cut(uid, " <")
+		return name, strings.TrimSuffix(email, ">")
+	}
+	name, email := split(uids[0])
+	e, err := openpgp.NewEntity(name, "", email, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uids[1:] {
+		name, email := split(u)
+		if err := e.AddUserId(name, "", email, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func entityKey(t testing.TB, e *openpgp.Entity) *pgp.Key {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := e.Serialize(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return applied(t, buf.Bytes())
+}
+
+// withOnlyUserIDs keeps the primary key, its direct signatures, the user
+// IDs numbered in keep (0-based) and every subkey.
+func withOnlyUserIDs(t testing.TB, k *pgp.Key, keep ...int) *pgp.Key {
+	t.Helper()
+	want := map[int]bool{}
+	for _, i := range keep {
+		want[i] = true
+	}
+	var out []pgp.Packet
+	uid := -1
+	inUID := false
+	for _, p := range k.Packets() {
+		switch p.Tag {
+		case pgp.TagUserID, pgp.TagUserAttribute:
+			uid++
+			inUID = true
+		case pgp.TagPublicSubkey:
+			inUID = false
+		}
+		if inUID && !want[uid] {
+			continue
+		}
+		out = append(out, p)
+	}
+	nk, _, err := pgp.DefaultPolicy().Apply(pgp.NewKey(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nk
+}
+
+func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	k := typicalKey(t, keygen.New(1), 0)
+	d := k.Describe()
+
+	for i, want := range []identity.KeyChange{identity.KeyInserted, identity.KeyUnchanged} {
+		got, err := s.AddKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("upload %d: %v, want %v", i+1, got, want)
+		}
+	}
+
+	queries := map[string]identity.KeyQuery{
+		"fingerprint":  {Fingerprint: d.Fingerprint},
+		"64-bit ID":    {KeyID: d.KeyID},
+		"32-bit ID":    {ShortKeyID: d.KeyID32(), HasShortKeyID: true},
+		"email":        {Email: d.UserIDs[0].Email},
+		"upper email":  {Email: upper(d.UserIDs[0].Email)},
+		"words":        {Words: firstWords(d.UserIDs[0].Text)},
+		"subkey FP":    {Fingerprint: d.Subkeys[0].Fingerprint},
+		"subkey ID":    {KeyID: d.Subkeys[0].KeyID},
+		"subkey 32bit": {ShortKeyID: d.Subkeys[0].KeyID32(), HasShortKeyID: true},
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			q.Limit = 10
+			keys, more, err := s.FindKeys(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if more || len(keys) != 1 {
+				t.Fatalf("got %d keys (more=%v), want 1", len(keys), more)
+			}
+			got := keys[0]
+			if !bytes.Equal(got.Fingerprint, d.Fingerprint) || !bytes.Equal(got.Packets, k.Bytes()) || got.Digest != k.Digest() {
+				t.Fatal("stored key differs from the uploaded one")
+			}
+			if len(got.UserIDs) != len(d.UserIDs) || got.UserIDs[0].Text != d.UserIDs[0].Text {
+				t.Fatalf("user IDs %+v, want %d like %q", got.UserIDs, len(d.UserIDs), d.UserIDs[0].Text)
+			}
+		})
+	}
+
+	byDigest, err := s.KeysByDigest(ctx, [][16]byte{k.Digest(), {1, 2, 3}})
+	if err != nil || len(byDigest) != 1 {
+		t.Fatalf("KeysByDigest: %d keys, %v", len(byDigest), err)
+	}
+	none, more, err := s.FindKeys(ctx, identity.KeyQuery{Email: "nobody@example.invalid"})
+	if err != nil || len(none) != 0 || more {
+		t.Fatalf("unknown email: %d keys, %v", len(none), err)
+	}
+}
+
+func upper(s string) string { return string(bytes.ToUpper([]byte(s))) }
+
+func firstWords(uid string) []string {
+	f := bytes.Fields([]byte(uid))
+	if len(f) > 2 {
+		f = f[:2]
+	}
+	var out []string
+	for _, w := range f {
+		out = append(out, string(bytes.Trim(w, "<>()")))
+	}
+	return out
+}
+
+func TestAddKeyMergesNewUserID(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	full := entityKey(t, newEntity(t, "Alice <alice@example.org>", "Alice Work <alice@work.example>"))
+	first := withOnlyUserIDs(t, full, 0)
+	if got, err := s.AddKey(ctx, first); err != nil || got != identity.KeyInserted {
+		t.Fatalf("first upload: %v %v", got, err)
+	}
+	if got, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 1)); err != nil || got != identity.KeyUpdated {
+		t.Fatalf("second upload: %v %v", got, err)
+	}
+	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Email: "alice@work.example"})
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("find merged key: %d %v", len(keys), err)
+	}
+	if len(keys[0].UserIDs) != 2 || keys[0].Digest != full.Digest() {
+		t.Fatalf("merged key has %d user IDs and digest %x, want 2 and %x", len(keys[0].UserIDs), keys[0].Digest, full.Digest())
+	}
+	if !keys[0].Modified.After(keys[0].FirstSeen) && !keys[0].Modified.Equal(keys[0].FirstSeen) {
+		t.Error("modification time before first sight")
+	}
+}
+
+// TestConcurrentUploadsKeepEveryUserID: N clients each add a different new
+// user ID to one key at once; the result holds all N.
+func TestConcurrentUploadsKeepEveryUserID(t *testing.T) {
+	const n = 12
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	uids := []string{"Base <base@example.org>"}
+	for i := range n {
+		uids = append(uids, fmt.Sprintf("Client %d <client%d@example.org>", i, i))
+	}
+	full := entityKey(t, newEntity(t, uids...))
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		part := withOnlyUserIDs(t, full, 0, i+1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.AddKey(ctx, part)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("find: %d %v", len(keys), err)
+	}
+	if got := len(keys[0].UserIDs); got != n+1 {
+		t.Fatalf("stored key has %d user IDs, want %d", got, n+1)
+	}
+	if keys[0].Digest != full.Digest() {
+		t.Fatal("stored key is not the union of the uploads")
+	}
+}
+
+func TestAddKeysBatchIsAllOrNothingAndIdempotent(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	g := keygen.New(7)
+	var batch []*pgp.Key
+	for i := range 50 {
+		batch = append(batch, typicalKey(t, g, i))
+	}
+	batch = append(batch, batch[3]) // a duplicate within the batch
+	changes, err := s.AddKeys(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range changes[:50] {
+		if c != identity.KeyInserted {
+			t.Fatalf("key %d: %v", i, c)
+		}
+	}
+	if changes[50] != identity.KeyUnchanged {
+		t.Fatalf("duplicate: %v", changes[50])
+	}
+	again, err := s.AddKeys(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range again {
+		if c != identity.KeyUnchanged {
+			t.Fatalf("second load, key %d: %v", i, c)
+		}
+	}
+	st, err := s.KeyStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Keys != 50 || len(st.Daily) != 7 || st.Daily[0].New != 50 {
+		t.Fatalf("stats %+v", st)
+	}
+	n := 0
+	if err := s.Digests(ctx, func([16]byte) error { n++; return nil }); err != nil || n != 50 {
+		t.Fatalf("digests: %d %v", n, err)
+	}
+
+	// A canceled batch writes nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.AddKeys(cctx, []*pgp.Key{typicalKey(t, g, 99)}); err == nil {
+		t.Fatal("canceled batch succeeded")
+	}
+	if st, _ := s.KeyStats(ctx); st.Keys != 50 {
+		t.Fatalf("canceled batch left %d keys", st.Keys)
+	}
+}
+
+func TestFindKeysCapsBroadQueries(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	var batch []*pgp.Key
+	for i := range 30 {
+		batch = append(batch, entityKey(t, newEntity(t, fmt.Sprintf("Common Name %d <c%d@example.org>", i, i))))
+	}
+	if _, err := s.AddKeys(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	keys, more, err := s.FindKeys(ctx, identity.KeyQuery{Words: []string{"common", "name"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 10 || !more {
+		t.Fatalf("got %d keys, more=%v; want 10 and more", len(keys), more)
+	}
+	keys, more, err = s.FindKeys(ctx, identity.KeyQuery{Words: []string{"common", "7"}, Limit: 10})
+	if err != nil || len(keys) != 1 || more {
+		t.Fatalf("two words ANDed: %d keys, more=%v, %v", len(keys), more, err)
+	}
+}
+
+func TestKeyChangesReachAnotherNode(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	got := make(chan identity.KeyDigestChange, 10)
+	ready := make(chan struct{})
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.WatchKeyChanges(lctx, ready, func(c identity.KeyDigestChange) { got <- c }) }()
+	<-ready
+
+	full := entityKey(t, newEntity(t, "Bob <bob@example.org>", "Bob Two <bob2@example.org>"))
+	first := withOnlyUserIDs(t, full, 0)
+	a.AddKey(ctx, first)
+	a.AddKey(ctx, first) // unchanged: no notification
+	a.AddKey(ctx, full)
+	want := []identity.KeyDigestChange{{New: first.Digest()}, {Old: first.Digest(), New: full.Digest()}}
+	for i, w := range want {
+		select {
+		case c := <-got:
+			if c.Old != w.Old || c.New != w.New || !bytes.Equal(c.Fingerprint, full.Fingerprint()) {
+				t.Fatalf("change %d: %x -> %x, want %x -> %x", i, c.Old, c.New, w.Old, w.New)
+			}
+		case <-ctx.Done():
+			t.Fatalf("change %d never arrived", i)
+		}
+	}
+	select {
+	case c := <-got:
+		t.Fatalf("unexpected change %+v", c)
+	case <-time.After(300 * time.Millisecond):
+	}
+	lcancel()
+	<-done
+}
