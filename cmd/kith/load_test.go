@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
@@ -111,11 +114,18 @@ func TestLoadDebianKeyringsServesEveryFingerprintGPGLists(t *testing.T) {
 	if len(fprs) < 900 {
 		t.Fatalf("gpg listed only %d keys", len(fprs))
 	}
+	// ... and retrievable over HKP, as gpg --recv-keys asks for it.
+	srv := httptest.NewServer(hkp.NewHandler(s, hkp.Options{CacheSize: -1, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
 	for _, fpr := range fprs {
-		fp, _ := hexDecode(fpr)
-		keys, _, err := s.FindKeys(context.Background(), identity.KeyQuery{Fingerprint: fp, Limit: 2})
-		if err != nil || len(keys) != 1 {
-			t.Errorf("%s: %d keys, %v", fpr, len(keys), err)
+		resp, err := http.Get(srv.URL + "/pks/lookup?op=get&options=mr&search=0x" + fpr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("BEGIN PGP PUBLIC KEY BLOCK")) {
+			t.Errorf("op=get 0x%s: %s", fpr, resp.Status)
 		}
 	}
 	t.Logf("gpg lists %d keys; %s", len(fprs), strings.TrimSpace(out))
@@ -281,7 +291,5 @@ func requireTool(t *testing.T, name string) string {
 	}
 	return p
 }
-
-func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
