@@ -20,7 +20,10 @@ import (
 // environment variables and flags; tables such as [[recon.peer]] come from
 // the file only.
 type Config struct {
-	Listen      string `toml:"listen"`
+	Listen string `toml:"listen"`
+	// PublicURL is how clients reach this server; it names the server in
+	// the statements people sign to prove their keys.
+	PublicURL   string `toml:"public_url"`
 	DataDir     string `toml:"data_dir"`
 	DatabaseURL string `toml:"database_url"`
 	LogFormat   string `toml:"log_format"`
@@ -115,6 +118,7 @@ func (s setting) envName() string {
 func settings() []setting {
 	return []setting{
 		{"listen", "HTTP `address` for HKP, the web pages and the API", func(c *Config) flag.Value { return (*stringValue)(&c.Listen) }},
+		{"public_url", "`URL` clients reach this server at, named in the statements people sign; empty means http://LISTEN", func(c *Config) flag.Value { return (*stringValue)(&c.PublicURL) }},
 		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*stringValue)(&c.DataDir) }},
 		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*stringValue)(&c.DatabaseURL) }},
 		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*stringValue)(&c.LogFormat) }},
@@ -133,7 +137,8 @@ func auxiliaryEnv(name string) bool {
 	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE":
 		return true
 	}
-	return false
+	// kith authorized-keys reads its own settings from these.
+	return strings.HasPrefix(name, "KITH_AUTHORIZED_KEYS_")
 }
 
 // loadConfig builds the configuration for a subcommand from its
@@ -241,6 +246,12 @@ func (c Config) validate() error {
 	if err := validateListen(c.Listen); err != nil {
 		return fmt.Errorf("setting listen: %w", err)
 	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("setting public_url: %q is not an http(s) URL", c.PublicURL)
+		}
+	}
 	if c.DataDir == "" {
 		return errors.New("setting data_dir: must not be empty")
 	}
@@ -307,4 +318,12 @@ func (v *durationValue) Set(s string) error {
 	}
 	*v = durationValue(d)
 	return nil
+}
+
+// publicURL is the server's URL as clients see it.
+func (c Config) publicURL() string {
+	if c.PublicURL != "" {
+		return strings.TrimSuffix(c.PublicURL, "/")
+	}
+	return "http://" + c.Listen
 }

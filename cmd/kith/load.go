@@ -233,13 +233,13 @@ func rejectionReason(err error) string {
 
 // loadProgress is what the progress display reads; the loader updates it.
 type loadProgress struct {
-	w            io.Writer
-	tty          bool
-	start        time.Time
-	totalFiles   int
-	totalBytes   int64
-	files, keys  atomic.Int64
-	bytes        atomic.Int64
+	w           io.Writer
+	tty         bool
+	start       time.Time
+	totalFiles  int
+	totalBytes  int64
+	files, keys atomic.Int64
+	bytes       atomic.Int64
 }
 
 func newLoadProgress(w io.Writer, files int, bytes int64) *loadProgress {

@@ -33,7 +33,7 @@ func runKith(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	return out.String(), errb.String(), err
 }
 
-func openTestStore(t *testing.T, url string) *postgres.Store {
+func openTestStore(t testing.TB, url string) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(context.Background(), url, postgres.Options{})
 	if err != nil {
@@ -44,7 +44,7 @@ func openTestStore(t *testing.T, url string) *postgres.Store {
 }
 
 // digestsOf lists a store's digests, sorted.
-func digestsOf(t *testing.T, s *postgres.Store) []string {
+func digestsOf(t testing.TB, s *postgres.Store) []string {
 	t.Helper()
 	var ds []string
 	if err := s.Digests(context.Background(), func(d [16]byte) error {

@@ -48,6 +48,8 @@ func commands() []command {
 		{"migrate", "apply the store's schema migrations and print the schema version", runMigrate},
 		{"load", "bulk-load SKS dump files and armored key files into the store", runLoad},
 		{"dump", "write every stored key as SKS-format dump files", runDump},
+		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
+		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"version", "print Kith's version", runVersion},
 	}
 }

@@ -29,7 +29,7 @@ type reconNode struct {
 	manager *recon.Manager
 }
 
-func newReconNode(t *testing.T, ctx context.Context, keys []*pgp.Key) *reconNode {
+func newReconNode(t testing.TB, ctx context.Context, keys []*pgp.Key) *reconNode {
 	t.Helper()
 	n := &reconNode{store: openTestStore(t, pgtest.NewDatabase(t))}
 	for start := 0; start < len(keys); start += loadBatch {
@@ -51,7 +51,7 @@ func newReconNode(t *testing.T, ctx context.Context, keys []*pgp.Key) *reconNode
 
 // start runs the node's recon manager with one member: the peer at
 // reconAddr, with its HKP at httpURL.
-func (n *reconNode) start(t *testing.T, ctx context.Context, reconAddr, httpURL string) {
+func (n *reconNode) start(t testing.TB, ctx context.Context, reconAddr, httpURL string) {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.Recon.Interval = Duration(time.Hour) // rounds are started by the test
@@ -64,7 +64,7 @@ func (n *reconNode) start(t *testing.T, ctx context.Context, reconAddr, httpURL 
 	n.manager = m
 }
 
-func policyKeys(t *testing.T, raw [][]byte) []*pgp.Key {
+func policyKeys(t testing.TB, raw [][]byte) []*pgp.Key {
 	t.Helper()
 	keys := make([]*pgp.Key, len(raw))
 	for i, b := range raw {

@@ -15,9 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
+	"github.com/kith-keyserver/kith/web/api"
 )
 
 func runServe(ctx context.Context, env *environment, args []string) error {
@@ -55,13 +57,17 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
+	ids := api.NewHandler(ctx, api.Options{Store: st, Server: "Kith <" + cfg.publicURL() + ">", Logger: log.With("component", "api")})
+	// Every changed key refreshes the links it implies (auth subkeys) for
+	// the identities that proved it.
+	keyStore := &syncingKeyStore{Store: st.Store, sync: ids.Service().SyncKey, log: log}
 	var peers *recon.Manager
 	if reconLn != nil {
-		if peers, err = startRecon(ctx, cfg, st, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
+		if peers, err = startRecon(ctx, cfg, keyStore, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
 			return err
 		}
 	}
-	keys := hkp.NewHandler(st, hkp.Options{
+	keys := hkp.NewHandler(keyStore, hkp.Options{
 		Policy:     policy,
 		Version:    version,
 		Logger:     log.With("component", "hkp"),
@@ -72,6 +78,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	mux := http.NewServeMux()
 	keys.Register(mux)
+	ids.Register(mux)
 	handler := newServerHandler(mux, st, reg, log)
 	srv := &http.Server{
 		Handler:           handler,
@@ -101,6 +108,26 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// syncingKeyStore is the store as the upload paths (HKP, recon) see it:
+// after a key changes, the identities that proved it learn what it now
+// implies.
+type syncingKeyStore struct {
+	*postgres.Store
+	sync func(ctx context.Context, fingerprint []byte) error
+	log  *slog.Logger
+}
+
+// AddKey stores key and, when that changed it, syncs its identity links.
+func (s *syncingKeyStore) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
+	change, err := s.Store.AddKey(ctx, key)
+	if err == nil && change != identity.KeyUnchanged {
+		if serr := s.sync(ctx, key.Fingerprint()); serr != nil {
+			s.log.Warn("sync identity links of a changed key", "fingerprint", fmt.Sprintf("%X", key.Fingerprint()), "err", serr)
+		}
+	}
+	return change, err
 }
 
 // pinger is what the health check needs of the store.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
 // builtKith is the kith binary built once for the serve tests, in a
@@ -312,4 +314,46 @@ func TestServeAsOrdinaryUser(t *testing.T) {
 func requirePostgresBinaries(t *testing.T) {
 	t.Helper()
 	pgtest.Unavailable(t)
+}
+
+// TestServeWiresEveryFrontend uploads a key to a real kith serve and reads
+// it back over HKP, and asks the identity routes and stats too.
+func TestServeWiresEveryFrontend(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	s := startServe(t, tempDir(t), nil, "--database-url", url)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	raw, err := keygen.New(3).Key(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.addr
+	resp, err := http.Post(base+"/pks/add", "application/pgp-keys", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/pks/add: %s", resp.Status)
+	}
+	k, err := pgp.ParseKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fpr := fmt.Sprintf("%X", k.Fingerprint())
+	for path, want := range map[string]int{
+		"/pks/lookup?op=get&options=mr&search=0x" + fpr: http.StatusOK,
+		"/pks/lookup?op=stats&options=mr":               http.StatusOK,
+		"/users/nobody-here.keys":                       http.StatusNotFound,
+		"/api/v1/log":                                   http.StatusOK,
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+		}
+	}
+	s.stop(t)
 }

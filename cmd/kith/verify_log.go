@@ -1,0 +1,160 @@
+// verify_log.go: `kith verify-log`, which re-verifies the evidence log
+// offline: every record's signature against the key material it carries,
+// what its statement says, and the hash chain from the first record to the
+// last. It trusts nothing the server says about its own records.
+
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kith-keyserver/kith/web/api"
+)
+
+// errLogInvalid marks a log in which some record failed.
+var errLogInvalid = errors.New("evidence log does not verify")
+
+// logPageSize is how many records verify-log asks for at a time.
+const logPageSize = 1000
+
+func runVerifyLog(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("kith verify-log", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	server := fs.String("server", "", "fetch the log from the Kith server at `URL`")
+	file := fs.String("file", "", "read the log from `file` (JSON pages of GET /api/v1/log, one after another; - for stdin)")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long each page fetch may take")
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL | --file FILE)\n\n")
+		fmt.Fprintf(env.stderr, "Re-verifies every evidence record's signature and the whole hash chain, printing each failure.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*server == "") == (*file == "") || fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: give exactly one of --server and --file", errUsage)
+	}
+	var v api.LogVerifier
+	failed := 0
+	check := func(r api.LogRecord) {
+		e, err := r.Evidence()
+		if err != nil {
+			fmt.Fprintf(env.stdout, "record %d: FAIL: undecodable: %v\n", r.Seq, err)
+			failed++
+			return
+		}
+		bad := false
+		for _, f := range v.Add(e) {
+			if f.Warning {
+				fmt.Fprintf(env.stdout, "record %d: warning: %s\n", f.Seq, f.Reason)
+				continue
+			}
+			fmt.Fprintf(env.stdout, "record %d: FAIL: %s\n", f.Seq, f.Reason)
+			bad = true
+		}
+		if bad {
+			failed++
+		}
+	}
+	var err error
+	if *server != "" {
+		err = fetchLog(ctx, *server, *timeout, check)
+	} else {
+		err = readLogFile(*file, check)
+	}
+	if err != nil {
+		return err
+	}
+	seq, hash := v.Head()
+	if failed > 0 {
+		fmt.Fprintf(env.stdout, "%d of %d records failed\n", failed, v.Count())
+		return fmt.Errorf("%w: %d records failed", errLogInvalid, failed)
+	}
+	fmt.Fprintf(env.stdout, "ok: %d records verified; head %d %s\n", v.Count(), seq, hex.EncodeToString(hash))
+	return nil
+}
+
+// fetchLog pages through a server's log.
+func fetchLog(ctx context.Context, server string, timeout time.Duration, fn func(api.LogRecord)) error {
+	base, err := url.Parse(server)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
+		return fmt.Errorf("--server %q is not an http or https URL", server)
+	}
+	after := int64(0)
+	for {
+		u := fmt.Sprintf("%s/api/v1/log?after=%d&limit=%d", strings.TrimRight(server, "/"), after, logPageSize)
+		page, err := fetchLogPage(ctx, u, timeout)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Records {
+			fn(r)
+			after = r.Seq
+		}
+		if len(page.Records) == 0 || page.Next == "" {
+			return nil
+		}
+	}
+}
+
+func fetchLogPage(ctx context.Context, u string, timeout time.Duration) (*api.LogPage, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch log: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("fetch log %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var page api.LogPage
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		return nil, fmt.Errorf("fetch log %s: %w", u, err)
+	}
+	return &page, nil
+}
+
+// readLogFile reads concatenated log pages from a file.
+func readLogFile(name string, fn func(api.LogRecord)) error {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := json.NewDecoder(r)
+	for {
+		var page api.LogPage
+		err := dec.Decode(&page)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read log %s: %w", name, err)
+		}
+		for _, rec := range page.Records {
+			fn(rec)
+		}
+	}
+}

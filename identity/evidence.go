@@ -1,0 +1,232 @@
+// evidence.go: evidence records, the append-only log that says how each
+// factor came to be linked, and their canonical, hash-chained encoding.
+
+package identity
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Method says how an evidence record links its ends.
+type Method string
+
+// The methods of evidence.
+const (
+	// MethodPGPUIDSelfSig: an OpenPGP key's self-signed user ID names an
+	// email address. A claim by the key's holder, never proof of the
+	// mailbox. Statement: the user ID packet; Signature: the
+	// self-certification packet; SignerKey: the key.
+	MethodPGPUIDSelfSig Method = "pgp.uid-selfsig"
+	// MethodPGPAuthSubkey: the SSH key is an authentication subkey of the
+	// OpenPGP key, bound by the key's binding signature. Statement: the
+	// subkey packet; Signature: the binding signature packet; SignerKey:
+	// the key.
+	MethodPGPAuthSubkey Method = "pgp.auth-subkey"
+	// MethodPGPChallenge: the holder of the OpenPGP key signed a challenge
+	// statement (cleartext or detached signature).
+	MethodPGPChallenge Method = "pgp.challenge"
+	// MethodSSHChallenge: the holder of the SSH key signed a challenge
+	// statement with `ssh-keygen -Y sign -n kith` (SSHSIG).
+	MethodSSHChallenge Method = "ssh.challenge"
+	// MethodOIDCLogin: the account authenticated at its provider; the
+	// signature is the ID token.
+	MethodOIDCLogin Method = "oidc.login"
+	// MethodOIDCEmailVerified: the provider asserted the email address in
+	// an ID token.
+	MethodOIDCEmailVerified Method = "oidc.email-verified"
+	// MethodPGPCertification: a third-party key certified a user ID.
+	MethodPGPCertification Method = "pgp.certification"
+	// MethodRevocation: the link to the To factor (or, without one, the
+	// record named by Revokes) no longer holds. Signed by a factor proven
+	// for the identity, or, for links a key carries itself, issued by the
+	// server when the key stopped carrying them.
+	MethodRevocation Method = "revocation"
+)
+
+// Purpose is what a signed statement asks for.
+type Purpose string
+
+// The purposes of challenges and the records they produce.
+const (
+	// PurposeClaim: take a handle, with the signing factor as its first.
+	PurposeClaim Purpose = "claim"
+	// PurposeAdd: link another factor to an identity.
+	PurposeAdd Purpose = "add"
+	// PurposeRevoke: unlink a factor from an identity.
+	PurposeRevoke Purpose = "revoke"
+)
+
+// Valid reports whether p is one of the purposes.
+func (p Purpose) Valid() bool {
+	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke
+}
+
+// Evidence is one record of the evidence log. A record links From to To
+// (factor to factor) or, with To zero, From to the identity named by
+// Handle. Records are never changed: a later record with Method
+// MethodRevocation undoes a link.
+//
+// Which records an identity's factors are proven by is for the assurance
+// rules (Assess) to say; a record itself is only what was shown, kept so
+// that anyone can re-verify it.
+type Evidence struct {
+	// Seq is the record's position in the log, from 1, without gaps.
+	Seq int64
+	// Method says how the ends are linked.
+	Method Method
+	// Purpose is the statement's purpose for challenge records and
+	// revocations, empty for links a key carries itself.
+	Purpose Purpose
+	// Handle names the identity the record concerns; empty for links
+	// that hold whoever holds the key (pgp.auth-subkey, pgp.uid-selfsig).
+	Handle Handle
+	// From is the factor that signed or asserted.
+	From Factor
+	// To is the other factor, or zero when the record links From to the
+	// identity.
+	To Factor
+	// Label is a short, displayable note: the comment served after an SSH
+	// key line (for an auth subkey, what gpg --export-ssh-key writes).
+	Label string
+	// Statement and Signature are the exact bytes that were signed and
+	// the signature (or token), verbatim.
+	Statement []byte
+	Signature []byte
+	// SignerKey is From's public key material when the record was made:
+	// the SSH key blob, or the OpenPGP transferable public key (binary)
+	// as the store held it.
+	SignerKey []byte
+	// Created is when the record was appended; Expires, when not zero,
+	// when its link stops holding.
+	Created time.Time
+	Expires time.Time
+	// Revokes, in a revocation, is the Seq of the record it revokes.
+	Revokes int64
+	// PrevHash is the Hash of record Seq-1 (ZeroHash for record 1), and
+	// Hash is the SHA-256 of this record's canonical encoding, which
+	// covers PrevHash.
+	PrevHash []byte
+	Hash     []byte
+}
+
+// HashSize is the size of a record hash.
+const HashSize = sha256.Size
+
+// ZeroHash is the PrevHash of the log's first record.
+var zeroHash [HashSize]byte
+
+// ZeroHash returns the PrevHash of the log's first record: 32 zero bytes.
+func ZeroHash() []byte { return bytes.Clone(zeroHash[:]) }
+
+// encodingMagic starts every canonical encoding; the version changes if the
+// field list ever does.
+const encodingMagic = "kith evidence v1\x00"
+
+// CanonicalBytes returns the record's canonical encoding, the bytes its
+// Hash is computed over: the magic "kith evidence v1" and a NUL, then every
+// field but Hash in declaration order, integers as 8-byte big-endian
+// (times as Unix microseconds, zero meaning none) and strings and byte
+// strings as a 4-byte big-endian length and the bytes.
+func (e *Evidence) CanonicalBytes() []byte {
+	var b []byte
+	b = append(b, encodingMagic...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
+	str := func(s []byte) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	str([]byte(e.Method))
+	str([]byte(e.Purpose))
+	str([]byte(e.Handle))
+	for _, f := range []Factor{e.From, e.To} {
+		str([]byte(f.Kind))
+		str([]byte(f.Value))
+		str(f.Data)
+	}
+	str([]byte(e.Label))
+	str(e.Statement)
+	str(e.Signature)
+	str(e.SignerKey)
+	b = binary.BigEndian.AppendUint64(b, uint64(micros(e.Created)))
+	b = binary.BigEndian.AppendUint64(b, uint64(micros(e.Expires)))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Revokes))
+	str(e.PrevHash)
+	return b
+}
+
+// ComputeHash returns the SHA-256 of the record's canonical encoding.
+func (e *Evidence) ComputeHash() []byte {
+	h := sha256.Sum256(e.CanonicalBytes())
+	return h[:]
+}
+
+// Seal sets the record's place in the log: its Seq after prev's, its
+// PrevHash, and its Hash. prevSeq is 0 and prevHash nil for the first
+// record. Times are cut to microseconds, the precision the store keeps.
+func (e *Evidence) Seal(prevSeq int64, prevHash []byte) {
+	e.Seq = prevSeq + 1
+	if prevHash == nil {
+		prevHash = ZeroHash()
+	}
+	e.PrevHash = bytes.Clone(prevHash)
+	e.Created = TruncateTime(e.Created)
+	e.Expires = TruncateTime(e.Expires)
+	e.Hash = e.ComputeHash()
+}
+
+// TruncateTime returns t in UTC cut to whole microseconds (the zero time
+// stays zero).
+func TruncateTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// ErrChainBroken means the log's hash chain does not hold.
+var ErrChainBroken = errors.New("evidence chain broken")
+
+// ChainError names the first record at which a chain check failed.
+type ChainError struct {
+	Seq    int64
+	Reason string
+}
+
+// Error returns the record and the reason.
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("record %d: %s", e.Seq, e.Reason)
+}
+
+// Unwrap returns ErrChainBroken.
+func (e *ChainError) Unwrap() error { return ErrChainBroken }
+
+// CheckLink checks that e follows the record with prevSeq and prevHash
+// (0 and nil for the first record) and that its Hash is its own. It does
+// not check signatures.
+func CheckLink(e *Evidence, prevSeq int64, prevHash []byte) error {
+	if prevHash == nil {
+		prevHash = zeroHash[:]
+	}
+	if e.Seq != prevSeq+1 {
+		return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("sequence number %d follows %d", e.Seq, prevSeq)}
+	}
+	if !bytes.Equal(e.PrevHash, prevHash) {
+		return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("previous hash %x is not record %d's hash %x", e.PrevHash, prevSeq, prevHash)}
+	}
+	if got := e.ComputeHash(); !bytes.Equal(got, e.Hash) {
+		return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("content hashes to %x, record says %x", got, e.Hash)}
+	}
+	return nil
+}

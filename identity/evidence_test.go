@@ -1,0 +1,69 @@
+package identity
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestHashChainDetectsAnyChangedField(t *testing.T) {
+	var recs []*Evidence
+	prev, seq := []byte(nil), int64(0)
+	for i := range 3 {
+		e := &Evidence{Method: MethodSSHChallenge, Purpose: PurposeClaim, Handle: Handle("h" + string(rune('a'+i))),
+			From: testSSHFactor(), Statement: []byte("s"), Signature: []byte("sig"), Created: time.Now()}
+		e.Seal(seq, prev)
+		prev, seq = e.Hash, e.Seq
+		recs = append(recs, e)
+	}
+	check := func() error {
+		var p []byte
+		for i, e := range recs {
+			if err := CheckLink(e, int64(i), p); err != nil {
+				return err
+			}
+			p = e.Hash
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		t.Fatalf("good chain: %v", err)
+	}
+	changes := map[string]func(e *Evidence){
+		"statement": func(e *Evidence) { e.Statement = []byte("t") },
+		"signature": func(e *Evidence) { e.Signature[0] ^= 1 },
+		"handle":    func(e *Evidence) { e.Handle = "mallory" },
+		"key":       func(e *Evidence) { e.From.Data[len(e.From.Data)-1] ^= 1 },
+		"created":   func(e *Evidence) { e.Created = e.Created.Add(time.Microsecond) },
+		"expires":   func(e *Evidence) { e.Expires = time.Now() },
+		"revokes":   func(e *Evidence) { e.Revokes = 1 },
+		"method":    func(e *Evidence) { e.Method = MethodPGPChallenge },
+	}
+	for name, change := range changes {
+		orig := *recs[1]
+		orig.From.Data = bytes.Clone(orig.From.Data)
+		orig.Signature = bytes.Clone(orig.Signature)
+		change(recs[1])
+		var ce *ChainError
+		if err := check(); !errors.As(err, &ce) || ce.Seq != 2 {
+			t.Errorf("%s changed: %v, want a chain error at record 2", name, err)
+		}
+		*recs[1] = orig
+	}
+}
+
+func TestCanonicalBytesAreStable(t *testing.T) {
+	e := &Evidence{Seq: 1, Method: MethodSSHChallenge, Handle: "alice", From: Factor{Kind: KindSSH, Value: "v", Data: []byte{1}},
+		Created: time.UnixMicro(1), PrevHash: ZeroHash()}
+	want := "kith evidence v1\x00" + "\x00\x00\x00\x00\x00\x00\x00\x01" +
+		"\x00\x00\x00\x0dssh.challenge" + "\x00\x00\x00\x00" + "\x00\x00\x00\x05alice" +
+		"\x00\x00\x00\x03ssh" + "\x00\x00\x00\x01v" + "\x00\x00\x00\x01\x01" +
+		"\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + // to: kind, value, data
+		"\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + // label, statement, signature, signer key
+		"\x00\x00\x00\x00\x00\x00\x00\x01" + "\x00\x00\x00\x00\x00\x00\x00\x00" + "\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x00\x00\x00\x20" + string(make([]byte, 32))
+	if got := string(e.CanonicalBytes()); got != want {
+		t.Fatalf("canonical bytes changed:\n%q\nwant\n%q", got, want)
+	}
+}

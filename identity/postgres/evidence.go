@@ -1,0 +1,217 @@
+// evidence.go: the evidence log in the store: appends under the head
+// row's lock, hash-chained; paging through it; and the notification every
+// append sends so that every node's caches learn of it.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/identity"
+)
+
+// EvidenceChannel is the NOTIFY channel of evidence appends. Each payload
+// is the handle of the identity a committed record names, or "*" when a
+// record may concern any identity (a link a key carries itself).
+const EvidenceChannel = "kith_evidence"
+
+// lightColumns are the record columns the assurance rules need; the
+// artifact columns follow in fullColumns.
+const lightColumns = `e.seq, e.method, e.purpose, e.handle, ff.kind, ff.value, ff.data,
+	coalesce(tf.kind, ''), coalesce(tf.value, ''), coalesce(tf.data, ''::bytea), e.label,
+	e.created_at, e.expires_at, coalesce(e.revokes, 0), e.prev_hash, e.hash`
+
+const fullColumns = lightColumns + `, e.statement, e.signature, e.signer_key`
+
+const factorJoins = `JOIN factors ff ON ff.id = e.from_factor LEFT JOIN factors tf ON tf.id = e.to_factor`
+
+// scanRecords reads records selected with lightColumns, or fullColumns
+// when full.
+func scanRecords(rows pgx.Rows, full bool) ([]identity.Evidence, error) {
+	return scanRecordsWith(rows, full, nil, nil)
+}
+
+// scanRecordsWith is scanRecords for rows with leading columns: prefix
+// returns the scan destinations with those first, and row is called for
+// every row. A row whose record columns are NULL (a LEFT JOIN that found
+// no record) yields no record.
+func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row func()) ([]identity.Evidence, error) {
+	defer rows.Close()
+	var out []identity.Evidence
+	for rows.Next() {
+		var e identity.Evidence
+		var seq, revokes *int64
+		var method, purpose, handle, fk, fv, tk, tv, label *string
+		var created, expires *time.Time
+		dst := []any{&seq, &method, &purpose, &handle, &fk, &fv, &e.From.Data,
+			&tk, &tv, &e.To.Data, &label, &created, &expires, &revokes, &e.PrevHash, &e.Hash}
+		if full {
+			dst = append(dst, &e.Statement, &e.Signature, &e.SignerKey)
+		}
+		if prefix != nil {
+			dst = prefix(dst)
+		}
+		if err := rows.Scan(dst...); err != nil {
+			return nil, err
+		}
+		if row != nil {
+			row()
+		}
+		if seq == nil {
+			continue
+		}
+		e.Seq, e.Revokes, e.Label = *seq, *revokes, *label
+		e.Method, e.Purpose, e.Handle = identity.Method(*method), identity.Purpose(*purpose), identity.Handle(*handle)
+		e.From.Kind, e.From.Value = identity.FactorKind(*fk), *fv
+		e.To.Kind, e.To.Value = identity.FactorKind(*tk), *tv
+		if len(e.To.Data) == 0 {
+			e.To.Data = nil
+		}
+		if len(e.From.Data) == 0 {
+			e.From.Data = nil
+		}
+		e.Created = created.UTC()
+		if expires != nil {
+			e.Expires = expires.UTC()
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Log returns up to limit records after seq after, with every byte.
+func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evidence, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+fullColumns+` FROM evidence e `+factorJoins+`
+		WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: evidence log: %w", err)
+	}
+	recs, err := scanRecords(rows, true)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: evidence log: %w", err)
+	}
+	return recs, nil
+}
+
+// factorID returns the id of factor f, inserting it if it is new, and the
+// data stored with it (which a record's hash covers).
+func (t *tx) factorID(ctx context.Context, f identity.Factor) (int64, []byte, error) {
+	var id int64
+	var data []byte
+	err := t.tx.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO factors (kind, value, data) VALUES ($1, $2, $3)
+			ON CONFLICT (kind, value) DO NOTHING RETURNING id, data
+		)
+		SELECT id, data FROM ins UNION ALL SELECT id, data FROM factors WHERE kind = $1 AND value = $2
+		LIMIT 1`, string(f.Kind), f.Value, nonNil(f.Data)).Scan(&id, &data)
+	if err != nil {
+		return 0, nil, fmt.Errorf("factor %s: %w", f, err)
+	}
+	if len(data) == 0 {
+		data = nil
+	}
+	return id, data, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Append seals e after the log's head and stores it (see identity.Tx).
+// The factor data the record is hashed with is the data stored for its
+// factors, so that the hash re-computes from what the log serves.
+func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
+	fromID, fromData, err := t.factorID(ctx, e.From)
+	if err != nil {
+		return fmt.Errorf("postgres: append evidence: %w", err)
+	}
+	e.From.Data = fromData
+	var toID *int64
+	if !e.To.IsZero() {
+		id, data, err := t.factorID(ctx, e.To)
+		if err != nil {
+			return fmt.Errorf("postgres: append evidence: %w", err)
+		}
+		toID, e.To.Data = &id, data
+	}
+	var identityID *int64
+	if e.Handle != "" {
+		var id int64
+		if err := t.tx.QueryRow(ctx, "SELECT id FROM identities WHERE handle = $1", string(e.Handle)).Scan(&id); err != nil {
+			return fmt.Errorf("postgres: append evidence: identity %s: %w", e.Handle, err)
+		}
+		identityID = &id
+	}
+	var revokes *int64
+	if e.Revokes != 0 {
+		revokes = &e.Revokes
+	}
+	e.Seal(t.headSeq, t.headHash)
+	_, err = t.tx.Exec(ctx, `INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
+			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		e.Seq, string(e.Method), string(e.Purpose), identityID, string(e.Handle), fromID, toID,
+		e.Label, nonNil(e.Statement), nonNil(e.Signature), nonNil(e.SignerKey), e.Created, nullTime(e.Expires),
+		revokes, e.PrevHash, e.Hash)
+	if err != nil {
+		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)
+	}
+	if _, err := t.tx.Exec(ctx, "UPDATE evidence_head SET seq = $1, hash = $2", e.Seq, e.Hash); err != nil {
+		return fmt.Errorf("postgres: append evidence %d: head: %w", e.Seq, err)
+	}
+	t.headSeq, t.headHash = e.Seq, e.Hash
+	payload := string(e.Handle)
+	if payload == "" {
+		payload = "*"
+	}
+	if t.notified == nil {
+		t.notified = map[string]bool{}
+	}
+	if !t.notified[payload] {
+		t.notified[payload] = true
+		if _, err := t.tx.Exec(ctx, "SELECT pg_notify($1, $2)", EvidenceChannel, payload); err != nil {
+			return fmt.Errorf("postgres: append evidence %d: notify: %w", e.Seq, err)
+		}
+	}
+	return nil
+}
+
+// WatchEvidence calls fn, from one goroutine, with the payload of every
+// evidence append any node commits (a handle, or "*" for any identity),
+// until ctx ends or the connection fails; then it returns the error. It
+// closes ready (if not nil) once it listens. Appends committed while
+// nobody listens are not replayed: a cache should be dropped after an
+// error.
+func (s *Store) WatchEvidence(ctx context.Context, ready chan<- struct{}, fn func(handle string)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("postgres: watch evidence: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+EvidenceChannel); err != nil {
+		return fmt.Errorf("postgres: watch evidence: %w", err)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("postgres: watch evidence: %w", err)
+		}
+		fn(n.Payload)
+	}
+}

@@ -1,0 +1,103 @@
+// store.go: what the identity operations need of a store. Package
+// identity/postgres implements it; tests may use any other.
+
+package identity
+
+import (
+	"context"
+	"time"
+)
+
+// IdentityReader reads identities and evidence.
+type IdentityReader interface {
+	// IdentityRecords returns the identity with handle h and the records
+	// Assess needs: every record naming h and every record that an
+	// OpenPGP key named there carries itself. The records' Statement,
+	// Signature and SignerKey are left out (read them with Log). It
+	// returns ErrNotFound when no identity has the handle.
+	IdentityRecords(ctx context.Context, h Handle) (Identity, []Evidence, error)
+	// FactorHandles returns the handles of the identities whose records
+	// name f, directly or through a record that a key named there
+	// carries (an auth subkey's SSH key).
+	FactorHandles(ctx context.Context, f Factor) ([]Handle, error)
+	// KeyRecords returns the records that the OpenPGP key f carries
+	// itself (Handle empty, From f), with their revocations, artifacts
+	// left out.
+	KeyRecords(ctx context.Context, f Factor) ([]Evidence, error)
+}
+
+// LogReader pages through the evidence log.
+type LogReader interface {
+	// Log returns up to limit records with Seq > after, in log order,
+	// with every byte (statements, signatures, signer keys, hashes).
+	Log(ctx context.Context, after int64, limit int) ([]Evidence, error)
+}
+
+// Tx is one transaction of identity writes. The store holds the log's
+// append lock for the whole transaction, so reads in it see every record
+// before the ones it appends and no other writer can interleave.
+type Tx interface {
+	IdentityReader
+	// CreateIdentity creates the identity; ErrHandleTaken if the handle
+	// exists.
+	CreateIdentity(ctx context.Context, h Handle, created time.Time) (Identity, error)
+	// ConsumeChallenge marks the challenge with nonce answered and returns
+	// it as issued. ErrNotFound if there is none, ErrNonceUsed if it was
+	// answered before, ErrChallengeExpired if it expired before now.
+	ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) (*Challenge, error)
+	// Append seals e after the log's last record (Evidence.Seal) and
+	// stores it. Every node's caches learn of it when the transaction
+	// commits.
+	Append(ctx context.Context, e *Evidence) error
+}
+
+// Store is the identity store.
+type Store interface {
+	IdentityReader
+	LogReader
+	// SaveChallenge stores an issued challenge, to be answered once.
+	SaveChallenge(ctx context.Context, c *Challenge) error
+	// Update runs fn in one transaction holding the log's append lock:
+	// everything fn writes is committed when it returns nil, and nothing
+	// when it returns an error.
+	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// Verifier checks signatures and reads keys; it is how this package
+// reaches the OpenPGP and SSH code without importing it.
+type Verifier interface {
+	// VerifySSH checks that sig, an armored SSHSIG, signs statement in
+	// Kith's namespace ("kith") by the SSH key with wire-form blob. It
+	// returns an *Error with code bad_signature, wrong_namespace or
+	// wrong_key when it does not.
+	VerifySSH(ctx context.Context, blob, statement, sig []byte) error
+	// VerifyPGP checks that sig, a cleartext-signed copy of statement or
+	// a detached signature of it (armored or binary), was made by the
+	// stored OpenPGP key with the fingerprint (upper-case hex), its
+	// primary key or a signing subkey. It returns the key (binary
+	// transferable public key) it verified against, or an *Error with
+	// code unknown_key, bad_signature or wrong_key.
+	VerifyPGP(ctx context.Context, fingerprint string, statement, sig []byte) (key []byte, err error)
+	// PGPKeyLinks returns the stored OpenPGP key with the fingerprint and
+	// the links it carries itself: its valid authentication subkeys as
+	// SSH factors (pgp.auth-subkey) and the emails of its valid
+	// self-signed user IDs (pgp.uid-selfsig). ErrNotFound if the key is
+	// not stored.
+	PGPKeyLinks(ctx context.Context, fingerprint string) (key []byte, links []KeyLink, err error)
+}
+
+// KeyLink is a link an OpenPGP key carries itself.
+type KeyLink struct {
+	// Method is MethodPGPAuthSubkey or MethodPGPUIDSelfSig.
+	Method Method
+	// To is the SSH key or email.
+	To Factor
+	// Label is the comment of an SSH key's served line (what gpg
+	// --export-ssh-key writes).
+	Label string
+	// Statement is the subkey or user ID packet and Signature the binding
+	// or self-certification packet that links it, both framed.
+	Statement, Signature []byte
+	// Expires is when the link stops holding (zero: never).
+	Expires time.Time
+}

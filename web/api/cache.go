@@ -1,0 +1,114 @@
+// cache.go: this node's cache of rendered lookups, dropped per handle by
+// evidence notifications and bounded in size and age.
+
+package api
+
+import (
+	"sync"
+	"time"
+)
+
+// cached is one rendered answer.
+type cached struct {
+	status  int
+	ctype   string
+	body    []byte
+	etag    string
+	expires time.Time
+}
+
+// cache maps handle and variant to a rendered answer. It is off until
+// enabled (when the notification listener runs), so that it never serves
+// what a missed notification made stale.
+type cache struct {
+	mu      sync.Mutex
+	on      bool
+	gen     uint64 // bumped by every drop, so a lookup racing one is not stored
+	session uint64 // bumped by every disable, so a late enable is ignored
+	max     int
+	handles map[string]map[string]cached
+}
+
+func newCache(max int) *cache {
+	return &cache{max: max, handles: map[string]map[string]cached{}}
+}
+
+func (c *cache) get(handle, variant string, now time.Time) (cached, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.on {
+		return cached{}, false
+	}
+	e, ok := c.handles[handle][variant]
+	if !ok || !now.Before(e.expires) {
+		return cached{}, false
+	}
+	return e, true
+}
+
+// generation returns the current generation, to pass to put.
+func (c *cache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put stores an answer computed after generation gen, unless something was
+// dropped since.
+func (c *cache) put(handle, variant string, gen uint64, e cached) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.on || gen != c.gen {
+		return
+	}
+	m := c.handles[handle]
+	if m == nil {
+		if len(c.handles) >= c.max {
+			// Full: start over rather than track recency; the store
+			// answers misses quickly.
+			c.handles = map[string]map[string]cached{}
+		}
+		m = map[string]cached{}
+		c.handles[handle] = m
+	}
+	m[variant] = e
+}
+
+func (c *cache) drop(handle string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.handles, handle)
+}
+
+func (c *cache) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.handles = map[string]map[string]cached{}
+}
+
+// listening returns the current listening session, to pass to enable.
+func (c *cache) listening() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// enable turns the cache on, unless it was disabled since session began.
+func (c *cache) enable(session uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if session == c.session {
+		c.on = true
+	}
+}
+
+func (c *cache) disable() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.on = false
+	c.session++
+	c.gen++
+	c.handles = map[string]map[string]cached{}
+}

@@ -1,0 +1,255 @@
+// handler.go: the API's handler, its options, routing, and the JSON error
+// form every refusal takes.
+
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+)
+
+// Store is what the API needs of the store: the identity store and the
+// key lookups (identity/postgres.Store is both).
+type Store interface {
+	identity.Store
+	KeyFinder
+}
+
+// Watcher is a store that reports evidence appends from every node
+// (identity/postgres.Store.WatchEvidence). With one, the handler caches
+// lookups and drops them on each append; without one it does not cache.
+type Watcher interface {
+	WatchEvidence(ctx context.Context, ready chan<- struct{}, fn func(handle string)) error
+}
+
+// Options configure the handler.
+type Options struct {
+	// Store holds identities, evidence and keys.
+	Store Store
+	// Server names this server in statements, e.g. "Kith
+	// <https://keys.example.org>"; empty means "Kith".
+	Server string
+	// Logger receives internal failures; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// CacheTTL bounds how long a lookup is cached on this node (and the
+	// max-age clients are told); zero means 60 seconds.
+	CacheTTL time.Duration
+	// CacheSize bounds the number of cached handles; zero means 100,000.
+	CacheSize int
+}
+
+// Handler serves the API. Make one with NewHandler.
+type Handler struct {
+	svc      *identity.Service
+	keys     KeyFinder
+	log      *slog.Logger
+	now      func() time.Time
+	ttl      time.Duration
+	cache    *cache
+	mux      *http.ServeMux
+	maxAgeHV string
+}
+
+// maxBody bounds a request body: statements and signatures are a few KiB.
+const maxBody = 256 << 10
+
+// NewHandler returns the API handler. If the store is a Watcher, it
+// watches evidence appends until ctx ends, caching lookups meanwhile.
+func NewHandler(ctx context.Context, opts Options) *Handler {
+	if opts.Server == "" {
+		opts.Server = "Kith"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = 60 * time.Second
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = 100_000
+	}
+	v := &Verifier{Keys: opts.Store, Now: opts.Now}
+	// NewService fails only without a server name, which is set above.
+	svc, _ := identity.NewService(opts.Store, v, identity.ServiceOptions{Server: opts.Server, Now: opts.Now})
+	h := &Handler{
+		svc: svc, keys: opts.Store, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
+		cache:    newCache(opts.CacheSize),
+		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
+	}
+	if w, ok := opts.Store.(Watcher); ok {
+		go h.watch(ctx, w)
+	}
+	h.mux = http.NewServeMux()
+	h.Register(h.mux)
+	return h
+}
+
+// Service returns the identity service the handler runs, for other
+// frontends (OpenID Connect login) to share.
+func (h *Handler) Service() *identity.Service { return h.svc }
+
+// Register adds the API's routes to mux, so that a server's metrics see
+// each route by its pattern.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.Handle("POST /api/v1/challenges", h.wrap(h.postChallenge))
+	mux.Handle("POST /api/v1/identities", h.wrap(h.postClaim))
+	mux.Handle("POST /api/v1/identities/{handle}/factors", h.wrap(h.postAdd))
+	mux.Handle("POST /api/v1/identities/{handle}/revocations", h.wrap(h.postRevoke))
+	mux.Handle("GET /api/v1/log", h.wrap(h.getLog))
+	mux.Handle("GET /api/v1/ssh/{fingerprint...}", h.wrap(h.getSSH))
+	mux.Handle("GET /users/{file}", h.wrap(h.getUser))
+}
+
+// ServeHTTP serves the API's routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// wrap turns a handler that returns an error into an http.Handler: a
+// refusal becomes its JSON error, anything else (a panic included) a 500
+// that says nothing of the cause, which goes to the log.
+func (h *Handler) wrap(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				h.log.Error("api: panic", "route", r.Pattern, "panic", fmt.Sprint(p))
+				writeError(w, http.StatusInternalServerError, "internal", "internal error")
+			}
+		}()
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		if err := fn(w, r); err != nil {
+			h.fail(w, r, err)
+		}
+	})
+}
+
+// fail writes err as a JSON error.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ie *identity.Error
+	if errors.As(err, &ie) {
+		writeError(w, statusOf(ie.Code), string(ie.Code), ie.Error())
+		return
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, string(identity.CodeBadRequest), "request body too large")
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	h.log.Error("api: request failed", "route", r.Pattern, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error")
+}
+
+// statusOf maps refusal codes to HTTP statuses.
+func statusOf(c identity.Code) int {
+	switch c {
+	case identity.CodeUnknownIdentity, identity.CodeUnknownNonce, identity.CodeNotLinked:
+		return http.StatusNotFound
+	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNonceUsed:
+		return http.StatusConflict
+	case identity.CodeExpired:
+		return http.StatusGone
+	case identity.CodeNotProven, identity.CodeNotAuthorized:
+		return http.StatusForbidden
+	case identity.CodeBadSignature, identity.CodeWrongNamespace, identity.CodeWrongKey, identity.CodeUnknownKey,
+		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeReservedHandle:
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusBadRequest
+}
+
+// ErrorBody is the JSON form of every refusal.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// readJSON decodes a request body, refusing unknown fields.
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return identity.RefuseErr(identity.CodeBadRequest, err, "bad JSON request")
+	}
+	return nil
+}
+
+// watch keeps the cache coherent with evidence appends: it caches only
+// while listening, and drops everything whenever listening stops.
+func (h *Handler) watch(ctx context.Context, w Watcher) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		ready, done := make(chan struct{}), make(chan struct{})
+		session := h.cache.listening()
+		go func() {
+			select {
+			case <-ready:
+				h.cache.enable(session)
+			case <-done:
+			}
+		}()
+		err := w.WatchEvidence(ctx, ready, func(handle string) {
+			if handle == "*" {
+				h.cache.flush()
+				return
+			}
+			h.cache.drop(handle)
+		})
+		close(done)
+		h.cache.disable()
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("api: evidence notifications lost; lookups uncached until they are back", "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+func jsonIndent(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,240 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/web/api"
+)
+
+// gnupg is a throwaway GnuPG home.
+type gnupg struct {
+	t    *testing.T
+	home string
+}
+
+func newGnuPG(t *testing.T) *gnupg {
+	t.Helper()
+	need(t, "gpg")
+	need(t, "gpgconf")
+	// A short path: gpg-agent's socket must fit in sun_path.
+	home, err := os.MkdirTemp("/tmp", "kg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(home, 0o700)
+	g := &gnupg{t: t, home: home}
+	t.Cleanup(func() {
+		c := exec.Command("gpgconf", "--kill", "all")
+		c.Env = append(os.Environ(), "GNUPGHOME="+home)
+		c.Run()
+		os.RemoveAll(home)
+	})
+	return g
+}
+
+// run runs gpg with args and stdin, failing the test on error.
+func (g *gnupg) run(stdin string, args ...string) []byte {
+	g.t.Helper()
+	all := append([]string{"--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", ""}, args...)
+	c := exec.Command("gpg", all...)
+	c.Env = append(os.Environ(), "GNUPGHOME="+g.home)
+	c.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		g.t.Fatalf("gpg %v: %v\n%s", args, err, errb.String())
+	}
+	return out.Bytes()
+}
+
+// newKey makes a signing primary key for uid and returns its fingerprint.
+func (g *gnupg) newKey(uid string) string {
+	g.t.Helper()
+	g.run("", "--quick-gen-key", uid, "ed25519", "sign", "0")
+	for _, l := range strings.Split(string(g.run("", "--with-colons", "--list-keys", uid)), "\n") {
+		if strings.HasPrefix(l, "fpr:") {
+			return strings.Split(l, ":")[9]
+		}
+	}
+	g.t.Fatalf("no fingerprint for %s", uid)
+	return ""
+}
+
+// authSubkeys returns the key IDs of fpr's authentication subkeys.
+func (g *gnupg) authSubkeys(fpr string) []string {
+	var ids []string
+	for _, l := range strings.Split(string(g.run("", "--with-colons", "--list-keys", fpr)), "\n") {
+		f := strings.Split(l, ":")
+		if f[0] == "sub" && strings.Contains(f[11], "a") {
+			ids = append(ids, f[4])
+		}
+	}
+	return ids
+}
+
+// store uploads fpr's public key to the store, as HKP would.
+func (g *gnupg) store(k *kith, fpr string) {
+	g.t.Helper()
+	key, err := pgp.ParseKey(g.run("", "--export", fpr))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	applied, _, err := pgp.DefaultPolicy().Apply(key)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *gnupg) clearsign(fpr, text string) string {
+	return string(g.run(text, "--local-user", fpr, "--clearsign", "--output", "-"))
+}
+
+func (g *gnupg) detachSign(fpr, text string) string {
+	return string(g.run(text, "--local-user", fpr, "--detach-sign", "--armor", "--output", "-"))
+}
+
+// TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem claims a handle with
+// a clearsigned statement and checks that the key's Ed25519 and RSA
+// authentication subkeys are served exactly as gpg --export-ssh-key
+// prints them, the key as .gpg, and its email as a claim only.
+func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	fpr := g.newKey("Alice <alice@example.org>")
+	g.run("", "--quick-add-key", fpr, "ed25519", "auth", "0")
+	g.run("", "--quick-add-key", fpr, "rsa2048", "auth", "0")
+	g.store(k, fpr)
+
+	stmt := k.challenge("alice", fpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
+		t.Fatalf("claim: %d %s", st, code)
+	}
+	_, served := k.get("/users/alice.keys")
+	subs := g.authSubkeys(fpr)
+	if len(subs) != 2 {
+		t.Fatalf("auth subkeys %v", subs)
+	}
+	for _, id := range subs {
+		want := string(g.run("", "--export-ssh-key", id+"!"))
+		if !strings.Contains(served, want) {
+			t.Errorf("served keys lack gpg's line %q:\n%s", want, served)
+		}
+	}
+	if n := strings.Count(served, "\n"); n != 2 {
+		t.Errorf("%d lines served, want 2:\n%s", n, served)
+	}
+
+	_, armored := k.get("/users/alice.gpg")
+	got, err := pgp.ParseKey([]byte(armored))
+	if err != nil || !strings.EqualFold(pgp.NewKey(got.Packets()).Describe().FingerprintHex(), fpr) {
+		t.Fatalf(".gpg: %v\n%s", err, armored)
+	}
+
+	var doc api.IdentityDoc
+	k.call("GET", "/users/alice.json", nil, &doc)
+	found := false
+	for _, f := range doc.Factors {
+		if f.Kind == "email" {
+			found = true
+			if f.Value != "alice@example.org" || f.Assurance != "claimed" {
+				t.Errorf("email factor %+v, want alice@example.org claimed", f)
+			}
+		}
+	}
+	if !found {
+		t.Error("no email factor")
+	}
+
+	// An SSH key added with a detached signature by the PGP key.
+	ssh := newSSHKey(t, t.TempDir(), "ed25519")
+	stmt = k.challenge("alice", ssh.pub, "add")
+	if st, code := k.call("POST", "/api/v1/identities/alice/factors", api.AddRequest{
+		Statement: stmt, Signature: ssh.sign(t, stmt, "kith"), By: fpr, BySignature: g.detachSign(fpr, stmt),
+	}, nil); st != 200 {
+		t.Fatalf("add with a detached PGP signature: %d %s", st, code)
+	}
+	if _, served := k.get("/users/alice.keys"); !strings.Contains(served, keyOnly(ssh.pub)) {
+		t.Fatalf("added key not served:\n%s", served)
+	}
+
+	// Every record re-verifies offline, auth subkey links included.
+	var page api.LogPage
+	k.call("GET", "/api/v1/log?limit=1000", nil, &page)
+	var v api.LogVerifier
+	methods := map[string]int{}
+	for _, r := range page.Records {
+		e, err := r.Evidence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		methods[r.Method]++
+		if fs := v.Add(e); len(fs) > 0 {
+			t.Errorf("record %d (%s): %+v", r.Seq, r.Method, fs)
+		}
+	}
+	want := map[string]int{"pgp.challenge": 2, "pgp.auth-subkey": 2, "pgp.uid-selfsig": 1, "ssh.challenge": 1}
+	for m, n := range want {
+		if methods[m] != n {
+			t.Errorf("%d %s records, want %d (%v)", methods[m], m, n, methods)
+		}
+	}
+}
+
+func TestPGPProofRefusals(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	alice := g.newKey("Alice <alice@example.org>")
+	mallory := g.newKey("Mallory <mallory@example.org>")
+	unstored := g.newKey("Nobody <nobody@example.org>")
+	g.store(k, alice)
+	g.store(k, mallory)
+
+	tests := []struct {
+		name     string
+		req      func() api.ClaimRequest
+		wantCode string
+	}{
+		{"clearsigned by another key", func() api.ClaimRequest {
+			s := k.challenge("alice", alice, "claim")
+			return claim(s, g.clearsign(mallory, s))
+		}, "wrong_key"},
+		{"detached signature by another key", func() api.ClaimRequest {
+			s := k.challenge("alice", alice, "claim")
+			return claim(s, g.detachSign(mallory, s))
+		}, "wrong_key"},
+		{"detached signature over other text", func() api.ClaimRequest {
+			s := k.challenge("alice", alice, "claim")
+			return claim(s, g.detachSign(alice, strings.Replace(s, "handle: alice", "handle: mallory", 1)))
+		}, "bad_signature"},
+		{"clearsigned text is another statement", func() api.ClaimRequest {
+			s := k.challenge("alice", alice, "claim")
+			other := k.challenge("alice", alice, "claim")
+			return claim(s, g.clearsign(alice, other))
+		}, "statement_changed"},
+		{"key not stored", func() api.ClaimRequest {
+			s := k.challenge("nobody", unstored, "claim")
+			return claim(s, g.clearsign(unstored, s))
+		}, "unknown_key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := tt.req()
+			before := k.logLen()
+			if _, code := k.call("POST", "/api/v1/identities", req, nil); code != tt.wantCode {
+				t.Fatalf("code %q, want %q", code, tt.wantCode)
+			}
+			if k.logLen() != before {
+				t.Fatal("a refusal appended records")
+			}
+		})
+	}
+}
