@@ -173,10 +173,13 @@ func Start(t testing.TB, opts Options) *Server {
 	s.run("cleandb")
 	s.run("pbuild", "-cache", "20", "-ptree_cache", "70")
 
+	// sks recon talks to sks db over a socket db creates once it is up:
+	// start recon only then, or its first fetch fails with ENOENT.
 	s.start("db")
-	s.start("recon")
 	t.Cleanup(s.Stop)
 	s.waitHKP(opts.StartTimeout)
+	s.start("recon")
+	s.waitRecon(opts.StartTimeout)
 	return s
 }
 
@@ -256,6 +259,20 @@ func (s *Server) waitHKP(timeout time.Duration) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	s.t.Fatalf("sks HKP did not answer within %v:\n%s", timeout, s.Log("db"))
+}
+
+// waitRecon waits until the recon port accepts connections.
+func (s *Server) waitRecon(timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", s.ReconAddr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("sks recon did not listen on %s within %v:\n%s", s.ReconAddr, timeout, s.Log("recon"))
 }
 
 // Log returns the tail of a process's log ("db" or "recon"): its stdout and
