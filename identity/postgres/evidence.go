@@ -193,25 +193,5 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 // nobody listens are not replayed: a cache should be dropped after an
 // error.
 func (s *Store) WatchEvidence(ctx context.Context, ready chan<- struct{}, fn func(handle string)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("postgres: watch evidence: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+EvidenceChannel); err != nil {
-		return fmt.Errorf("postgres: watch evidence: %w", err)
-	}
-	if ready != nil {
-		close(ready)
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("postgres: watch evidence: %w", err)
-		}
-		fn(n.Payload)
-	}
+	return s.listen(ctx, EvidenceChannel, ready, fn)
 }

@@ -593,31 +593,12 @@ func (s *Store) ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigest
 // once it is listening, so that a caller can load its state after that
 // point and miss nothing.
 func (s *Store) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("postgres: listen: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+KeyChangesChannel); err != nil {
-		return fmt.Errorf("postgres: listen: %w", err)
-	}
-	if ready != nil {
-		close(ready)
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("postgres: listen: %w", err)
+	return s.listen(ctx, KeyChangesChannel, ready, func(payload string) {
+		// A payload that is not ours to understand never stops listening.
+		if c, err := parseKeyChange(payload); err == nil {
+			fn(c)
 		}
-		c, err := parseKeyChange(n.Payload)
-		if err != nil {
-			continue // not ours to understand; never stop listening for it
-		}
-		fn(c)
-	}
+	})
 }
 
 func parseKeyChange(payload string) (identity.KeyDigestChange, error) {
