@@ -31,7 +31,7 @@ func runDump(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("dump: %s already holds a dump (%s); choose an empty directory", *dir, filepath.Base(old[0]))
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
+	st, err := openSharedStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
 	if err != nil {
 		return err
 	}

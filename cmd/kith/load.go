@@ -44,7 +44,7 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		total += st.Size()
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openStore(ctx, cfg, log, postgres.Options{})
+	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})
 	if err != nil {
 		return err
 	}

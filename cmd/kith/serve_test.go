@@ -357,3 +357,59 @@ func TestServeWiresEveryFrontend(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// TestLoadRunsBesideServe: kith load on the data directory of a running
+// kith serve uses its cluster, and the server serves what was loaded.
+func TestLoadRunsBesideServe(t *testing.T) {
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	dump := writeTypicalDump(t, 50, 9)
+	k, err := pgp.ReadKeys(mustOpen(t, dump))
+	if err != nil || len(k) != 50 {
+		t.Fatalf("read dump: %d keys, %v", len(k), err)
+	}
+	// Ask first, so that the server has a cached miss to drop.
+	fpr := fmt.Sprintf("%X", k[49].Fingerprint())
+	lookup := "http://" + s.addr + "/pks/lookup?op=get&options=mr&search=0x" + fpr
+	if resp, err := http.Get(lookup); err == nil {
+		resp.Body.Close()
+	}
+	cmd := exec.Command(kithBinary(t), "load", dump)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kith load beside kith serve: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "50 inserted") {
+		t.Fatalf("load said: %s", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not serve a loaded key: %s", resp.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(t)
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}

@@ -33,13 +33,24 @@ func (o *openedStore) Close() {
 // starts the embedded cluster in the data directory first. Either way it
 // applies pending migrations unless opts say otherwise.
 func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
+	return openStoreWith(ctx, cfg, log, opts, embedded.Start)
+}
+
+// openSharedStore is openStore for tools that may run beside kith serve:
+// when the server already runs the embedded cluster, they use it.
+func openSharedStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
+	return openStoreWith(ctx, cfg, log, opts, embedded.StartOrAttach)
+}
+
+func openStoreWith(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options,
+	start func(context.Context, embedded.Options) (*embedded.Cluster, error)) (*openedStore, error) {
 	url := cfg.DatabaseURL
 	o := &openedStore{}
 	if url == "" {
 		if err := ensureDataDir(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("setting data_dir: %w", err)
 		}
-		cluster, err := embedded.Start(ctx, embedded.Options{
+		cluster, err := start(ctx, embedded.Options{
 			Dir:    filepath.Join(cfg.DataDir, "postgres"),
 			User:   cfg.PostgresUser,
 			Logger: log,
@@ -88,7 +99,7 @@ func runMigrate(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
+	st, err := openSharedStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
 	if err != nil {
 		return err
 	}

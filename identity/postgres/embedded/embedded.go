@@ -295,6 +295,36 @@ func (c *Cluster) release() {
 	}
 }
 
+// StartOrAttach is Start, except that when another process (a running
+// kith serve) already runs the cluster, it returns that cluster instead of
+// failing: tools such as kith load work beside the server. Stop on an
+// attached cluster stops nothing.
+func StartOrAttach(ctx context.Context, opts Options) (*Cluster, error) {
+	c, err := Start(ctx, opts)
+	if !errors.Is(err, ErrLocked) {
+		return c, err
+	}
+	dir, aerr := filepath.Abs(opts.Dir)
+	if aerr != nil {
+		return nil, err
+	}
+	if opts.Database == "" {
+		opts.Database = "kith"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Dir = dir
+	c = &Cluster{opts: opts, exited: make(chan struct{})}
+	conn, cerr := pgx.Connect(ctx, c.URL())
+	if cerr != nil {
+		return nil, fmt.Errorf("%w; attaching to its cluster failed: %v", err, cerr)
+	}
+	conn.Close(context.Background())
+	opts.Logger.Info("using the PostgreSQL cluster of the running server", "dir", dir)
+	return c, nil
+}
+
 // findBinDir returns the directory holding initdb and postgres.
 func findBinDir(explicit string) (string, error) {
 	has := func(dir string) bool {
