@@ -13,6 +13,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/oidc"
 )
 
 // Config is every setting of the kith binary. Scalar settings come, in
@@ -35,6 +37,31 @@ type Config struct {
 	PostgresUser string `toml:"postgres_user"`
 	// Recon is the [recon] section: SKS set reconciliation with peers.
 	Recon ReconConfig `toml:"recon"`
+	// Web is the [web] section: sessions and cookies of the pages.
+	Web WebConfig `toml:"web"`
+	// OIDC is the [oidc] section: the [[oidc.provider]] people log in with.
+	OIDC OIDCConfig `toml:"oidc"`
+}
+
+// WebConfig is the [web] section.
+type WebConfig struct {
+	// SessionLifetime is how long a login lasts.
+	SessionLifetime Duration `toml:"session_lifetime"`
+	// SessionIdle ends a session unused this long; zero never does.
+	SessionIdle Duration `toml:"session_idle"`
+	// SecureCookies marks cookies Secure, for a server behind a
+	// TLS-terminating proxy (they are Secure anyway when public_url is
+	// https).
+	SecureCookies bool `toml:"secure_cookies"`
+	// CookieKeyFile holds the 32-byte key that seals login cookies and
+	// CSRF tokens. Empty means a key kept in the database, created on
+	// first start and shared by every node.
+	CookieKeyFile string `toml:"cookie_key_file"`
+}
+
+// OIDCConfig is the [oidc] section.
+type OIDCConfig struct {
+	Providers []oidc.ProviderConfig `toml:"provider"`
 }
 
 // ReconConfig is the [recon] section.
@@ -75,6 +102,7 @@ func defaultConfig() Config {
 			Listen:   "127.0.0.1:11370",
 			Interval: Duration(60 * time.Second),
 		},
+		Web: WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
 	}
 }
 
@@ -127,6 +155,9 @@ func settings() []setting {
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*stringValue)(&c.PostgresUser) }},
 		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*stringValue)(&c.Recon.Listen) }},
 		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Recon.Interval) }},
+		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionLifetime) }},
+		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
+		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
 	}
 }
 
@@ -175,6 +206,12 @@ func loadConfig(fs *flag.FlagSet, args []string, environ []string) (Config, []st
 		}
 	}
 	known := map[string]setting{"KITH_CONFIG": {}}
+	// Variables the file names as holding a provider's client secret.
+	for _, p := range cfg.OIDC.Providers {
+		if p.ClientSecretEnv != "" {
+			known[p.ClientSecretEnv] = setting{}
+		}
+	}
 	for _, s := range all {
 		known[s.envName()] = s
 	}
@@ -276,6 +313,9 @@ func (c Config) validate() error {
 	if c.Recon.Interval <= 0 {
 		return errors.New("setting recon.interval: must be positive")
 	}
+	if c.Web.SessionLifetime <= 0 {
+		return errors.New("setting web.session_lifetime: must be positive")
+	}
 	for i, p := range c.Recon.Peers {
 		if err := validateListen(p.Address); err != nil {
 			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)
@@ -326,4 +366,17 @@ func (c Config) publicURL() string {
 		return strings.TrimSuffix(c.PublicURL, "/")
 	}
 	return "http://" + c.Listen
+}
+
+// oidcProviders returns the configured providers with their callback URLs
+// filled in from public_url where the file leaves them out.
+func (c Config) oidcProviders() []oidc.ProviderConfig {
+	out := make([]oidc.ProviderConfig, len(c.OIDC.Providers))
+	for i, p := range c.OIDC.Providers {
+		if p.RedirectURL == "" {
+			p.RedirectURL = c.publicURL() + "/login/" + p.Name + "/callback"
+		}
+		out[i] = p
+	}
+	return out
 }

@@ -79,6 +79,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	mux := http.NewServeMux()
 	keys.Register(mux)
 	ids.Register(mux)
+	if err := mountPages(ctx, mux, cfg, st.Store, ids, policy, log); err != nil {
+		return err
+	}
 	handler := newServerHandler(mux, st, reg, log)
 	srv := &http.Server{
 		Handler:           handler,

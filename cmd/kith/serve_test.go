@@ -158,10 +158,23 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-// postgresRunningIn reports the pids of postgres servers whose data
-// directory is dir.
-func postgresRunningIn(dir string) []int {
-	var pids []int
+// postgresRunningIn reports the pids of postgres servers (postmasters)
+// whose data directory is dir. A backend forked a moment ago still shows
+// its postmaster's command line; it is told apart by its parent.
+func postgresRunningIn(dir string) (pids []int) {
+	defer func() {
+		servers := map[int]bool{}
+		for _, p := range pids {
+			servers[p] = true
+		}
+		kept := pids[:0]
+		for _, p := range pids {
+			if !servers[parentOf(p)] {
+				kept = append(kept, p)
+			}
+		}
+		pids = kept
+	}()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -178,6 +191,21 @@ func postgresRunningIn(dir string) []int {
 		}
 	}
 	return pids
+}
+
+// parentOf returns a process's parent pid, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces, so cut at the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 func TestServeEmbeddedDefaultStartsAndStopsItsCluster(t *testing.T) {
@@ -345,6 +373,9 @@ func TestServeWiresEveryFrontend(t *testing.T) {
 		"/pks/lookup?op=stats&options=mr":               http.StatusOK,
 		"/users/nobody-here.keys":                       http.StatusNotFound,
 		"/api/v1/log":                                   http.StatusOK,
+		"/":                                             http.StatusOK,
+		"/keys/" + fpr:                                  http.StatusOK,
+		"/login":                                        http.StatusOK,
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/oidc"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/web"
+	"github.com/kith-keyserver/kith/web/api"
+)
+
+// mountPages adds the web pages and the OpenID Connect login to mux.
+func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *api.Handler,
+	policy pgp.Policy, log *slog.Logger) error {
+	key, err := cookieKey(ctx, cfg, st)
+	if err != nil {
+		return fmt.Errorf("setting web.cookie_key_file: %w", err)
+	}
+	providers, err := oidc.NewProviders(ctx, cfg.oidcProviders(), oidc.Options{CookieKey: key, Logger: log.With("component", "oidc")})
+	if err != nil {
+		return fmt.Errorf("setting oidc.provider: %w", err)
+	}
+	deps := web.Deps{Keys: st, Identities: ids.Service(), Store: st, Sessions: st}
+	if len(cfg.OIDC.Providers) > 0 {
+		deps.Providers = providers
+	}
+	pages, err := web.NewHandler(deps, web.Options{
+		CSRFKey:         key,
+		SessionLifetime: time.Duration(cfg.Web.SessionLifetime),
+		SessionIdle:     time.Duration(cfg.Web.SessionIdle),
+		SecureCookies:   cfg.Web.SecureCookies || strings.HasPrefix(cfg.publicURL(), "https://"),
+		Policy:          policy,
+		Logger:          log.With("component", "web"),
+	})
+	if err != nil {
+		return fmt.Errorf("web: %w", err)
+	}
+	go pages.Run(ctx)
+	pages.Register(mux)
+	return nil
+}
+
+// cookieKey returns the key that seals login cookies and CSRF tokens: the
+// file's when web.cookie_key_file is set, else the store's shared secret,
+// so that every node of one database uses the same key.
+func cookieKey(ctx context.Context, cfg Config, st *postgres.Store) ([]byte, error) {
+	if cfg.Web.CookieKeyFile == "" {
+		return st.Secret(ctx, "web.cookie_key", oidc.CookieKeySize)
+	}
+	b, err := os.ReadFile(cfg.Web.CookieKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != oidc.CookieKeySize {
+		return nil, fmt.Errorf("%s holds %d bytes, want exactly %d random bytes", cfg.Web.CookieKeyFile, len(b), oidc.CookieKeySize)
+	}
+	return b, nil
+}

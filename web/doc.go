@@ -1,0 +1,36 @@
+// Package web is Kith's server-rendered web frontend: templ pages that
+// work without JavaScript, plain accessible HTML and one small embedded
+// style sheet.
+//
+// It owns:
+//
+//   - the public pages: the home page with its search box (/), search
+//     results (/search), a key's page (/keys/{fingerprint}), uploading
+//     armored keys (/upload), statistics (/stats) and identity profiles
+//     (/u/{handle});
+//   - OpenID Connect login on package oidc's flow (/login,
+//     /login/{provider}, /login/{provider}/callback), the choice of a
+//     handle at a first login (/login/choose-handle), and logout;
+//   - server-side sessions: an opaque 256-bit token in a HttpOnly,
+//     SameSite=Lax cookie (Secure over TLS), kept by a session.Store
+//     hashed, with an absolute lifetime and an optional idle timeout;
+//   - CSRF tokens (oidc.CSRFToken) bound to the session, or to a random
+//     cookie for visitors without one, on every state-changing form;
+//   - the account page (/account): factors and their evidence, linking SSH
+//     and OpenPGP keys by the identity package's challenges, linking more
+//     OpenID accounts, unlinking, sessions, and deleting the account;
+//   - the evidence of logins: oidc.login and oidc.email-verified records
+//     with the raw ID token and the provider's JWK, appended through the
+//     identity.Store (see VerifyLoginRecord for how to re-check them);
+//   - "corroborated" emails: a user ID email of a linked key that a
+//     provider of the same identity verified, computed when shown.
+//
+// It does not own the identity rules and statements (package identity),
+// storage (identity/postgres implements the interfaces of Deps), the
+// OpenID Connect protocol (package oidc), OpenPGP and SSH parsing (pgp,
+// ssh), the HKP endpoints (hkp: the key page links to /pks/lookup, and this
+// package never imports hkp), or the JSON API (web/api).
+//
+// Pages are templ components (*.templ, compiled to *_templ.go with `go
+// tool templ generate`); every value they show is escaped by templ.
+package web

@@ -1,0 +1,474 @@
+// keys.go: the public key pages: home, search, a key's page, upload and
+// statistics, with the views they show of stored keys.
+
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// maxSearchLen and maxSearchWords bound a search, as HKP does.
+const (
+	maxSearchLen   = 256
+	maxSearchWords = 8
+)
+
+// dateFormat is how pages show dates.
+const dateFormat = "2006-01-02"
+
+// keySummary is one search result.
+type keySummary struct {
+	Fingerprint string
+	Algorithm   string
+	Created     string
+	Revoked     bool
+	Expired     bool
+	UserIDs     []string
+}
+
+// keyView is a key's page.
+type keyView struct {
+	Fingerprint  string
+	Grouped      string
+	KeyID        string
+	Algorithm    string
+	Created      string
+	Expires      string
+	Revoked      bool
+	Expired      bool
+	Capabilities string
+	UserIDs      []uidView
+	Subkeys      []subkeyView
+	Download     string
+	Armored      string
+	// Identities are the handles the key is proven for.
+	Identities []string
+}
+
+// uidView is one user ID of a key's page.
+type uidView struct {
+	Text    string
+	Email   string
+	Status  string // valid, revoked or expired
+	Primary bool
+	Created string
+	Expires string
+	// Corroborated: a provider verified this email for the identity the
+	// key is proven for.
+	Corroborated bool
+}
+
+// subkeyView is one subkey of a key's page.
+type subkeyView struct {
+	Fingerprint  string
+	Algorithm    string
+	Capabilities string
+	Created      string
+	Expires      string
+	Status       string
+}
+
+// algorithmName names a public-key algorithm with its size or curve.
+func algorithmName(algo int, bits int, curve string) string {
+	names := map[int]string{1: "RSA", 2: "RSA", 3: "RSA", 16: "ElGamal", 17: "DSA", 18: "ECDH", 19: "ECDSA", 22: "EdDSA",
+		25: "X25519", 26: "X448", 27: "Ed25519", 28: "Ed448"}
+	n, ok := names[algo]
+	if !ok {
+		n = fmt.Sprintf("algorithm %d", algo)
+	}
+	switch {
+	case curve != "" && algo != 25 && algo != 26 && algo != 27 && algo != 28:
+		return n + " " + curve
+	case bits > 0 && curve == "":
+		return fmt.Sprintf("%s %d", n, bits)
+	}
+	return n
+}
+
+func date(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(dateFormat)
+}
+
+// capabilityNames spells out a key's usage.
+func capabilityNames(c pgp.Capabilities) string {
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.Certify, "certify"}, {c.Sign, "sign"}, {c.Encrypt, "encrypt"}, {c.Authenticate, "authenticate"}} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// groupHex writes a fingerprint in groups of four, as gpg does.
+func groupHex(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i += 4 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s[i:min(i+4, len(s))])
+	}
+	return b.String()
+}
+
+// serveHome is the home page with the search box.
+func (h *Handler) serveHome(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver")))
+}
+
+// parseSearch turns a search into a store query, as HKP reads one: 0x
+// and 8, 16, 40 or 64 hex digits (key IDs, fingerprints); 40 or 64 hex
+// digits (a fingerprint); one email address; or words of user IDs.
+func parseSearch(q string, limit int) (identity.KeyQuery, error) {
+	s := strings.TrimSpace(q)
+	if len(s) > maxSearchLen {
+		return identity.KeyQuery{}, fmt.Errorf("the search is longer than %d characters", maxSearchLen)
+	}
+	hexDigits := strings.ReplaceAll(s, " ", "")
+	if len(hexDigits) >= 2 && (hexDigits[:2] == "0x" || hexDigits[:2] == "0X") {
+		b, err := hex.DecodeString(hexDigits[2:])
+		if err != nil {
+			return identity.KeyQuery{}, errors.New("after 0x, give 8, 16, 40 or 64 hex digits")
+		}
+		switch len(b) {
+		case 4:
+			return identity.KeyQuery{ShortKeyID: binary.BigEndian.Uint32(b), HasShortKeyID: true, Limit: limit}, nil
+		case 8:
+			return identity.KeyQuery{KeyID: binary.BigEndian.Uint64(b), Limit: limit}, nil
+		case 20, 32:
+			return identity.KeyQuery{Fingerprint: b, Limit: limit}, nil
+		}
+		return identity.KeyQuery{}, errors.New("after 0x, give 8, 16, 40 or 64 hex digits")
+	}
+	if len(hexDigits) == 40 || len(hexDigits) == 64 {
+		if b, err := hex.DecodeString(hexDigits); err == nil {
+			return identity.KeyQuery{Fingerprint: b, Limit: limit}, nil
+		}
+	}
+	if email, ok := bareEmail(s); ok {
+		return identity.KeyQuery{Email: email, Limit: limit}, nil
+	}
+	words := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	slices.Sort(words)
+	words = slices.Compact(words)
+	if len(words) == 0 {
+		return identity.KeyQuery{}, errors.New("give a key ID (0x…), a fingerprint, an email address or words of a name")
+	}
+	if len(words) > maxSearchWords {
+		return identity.KeyQuery{}, fmt.Errorf("give at most %d words", maxSearchWords)
+	}
+	return identity.KeyQuery{Words: words, Limit: limit}, nil
+}
+
+// bareEmail returns the lower-cased address when s is one address,
+// optionally in angle brackets.
+func bareEmail(s string) (string, bool) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	at := strings.IndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 || strings.Count(s, "@") != 1 {
+		return "", false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("<>,;\"", r) {
+			return "", false
+		}
+	}
+	return strings.ToLower(s), true
+}
+
+// serveSearch shows the keys a search finds, at most MaxResults.
+func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
+	p := h.page(w, r, "Search")
+	q := r.URL.Query().Get("q")
+	if strings.TrimSpace(q) == "" {
+		h.render(w, r, http.StatusOK, searchPage(p, q, nil, false, "Type something to search for.", 0))
+		return
+	}
+	query, err := parseSearch(q, h.opts.MaxResults)
+	if err != nil {
+		h.render(w, r, http.StatusBadRequest, searchPage(p, q, nil, false, "That search cannot be run: "+err.Error()+".", 0))
+		return
+	}
+	keys, more, err := h.deps.Keys.FindKeys(r.Context(), query)
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("web: search: %w", err))
+		return
+	}
+	now := h.now()
+	out := make([]keySummary, 0, len(keys))
+	for _, k := range keys {
+		s := keySummary{
+			Fingerprint: strings.ToUpper(hex.EncodeToString(k.Fingerprint)),
+			Algorithm:   algorithmName(k.Algorithm, k.Bits, k.Curve),
+			Created:     date(k.Created), Revoked: k.Revoked,
+			Expired: !k.Expires.IsZero() && !k.Expires.After(now),
+		}
+		for _, u := range k.UserIDs {
+			s.UserIDs = append(s.UserIDs, u.Text)
+		}
+		out = append(out, s)
+	}
+	h.render(w, r, http.StatusOK, searchPage(p, q, out, more, "", h.opts.MaxResults))
+}
+
+// findKey returns the stored key with the primary fingerprint fp.
+func (h *Handler) findKey(ctx context.Context, fp []byte) (*identity.StoredKey, error) {
+	keys, _, err := h.deps.Keys.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 2})
+	if err != nil {
+		return nil, fmt.Errorf("web: find key: %w", err)
+	}
+	for i := range keys {
+		if bytes.Equal(keys[i].Fingerprint, fp) {
+			return &keys[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// serveKey shows one key: user IDs with their validity, subkeys with
+// their capabilities, and where to download it.
+func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p := h.page(w, r, "Key")
+	f, err := identity.ParsePGPFingerprint(r.PathValue("fingerprint"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Not a fingerprint", "A key's page is /keys/ and its fingerprint: 40 or 64 hex digits.")
+		return
+	}
+	fp, _ := hex.DecodeString(f.Value)
+	sk, err := h.findKey(ctx, fp)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if sk == nil {
+		h.fail(w, r, http.StatusNotFound, "No such key", "This server holds no key with the fingerprint "+groupHex(f.Value)+".")
+		return
+	}
+	v, err := h.keyView(ctx, sk)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	p.Title = "Key " + v.Grouped
+	h.render(w, r, http.StatusOK, keyPage(p, v))
+}
+
+// keyView builds a key's page from the stored key.
+func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView, error) {
+	k, err := pgp.ParseKey(sk.Packets)
+	if err != nil {
+		return keyView{}, fmt.Errorf("web: stored key %X: %w", sk.Fingerprint, err)
+	}
+	d := k.Describe()
+	now := h.now()
+	fpHex := strings.ToUpper(hex.EncodeToString(sk.Fingerprint))
+	v := keyView{
+		Fingerprint: fpHex, Grouped: groupHex(fpHex), KeyID: fmt.Sprintf("%016X", d.KeyID),
+		Algorithm: algorithmName(int(d.Algorithm), d.Bits, d.Curve),
+		Created:   date(d.Created), Expires: date(d.Expires), Revoked: d.Revoked,
+		Expired:      !d.Expires.IsZero() && !d.Expires.After(now),
+		Capabilities: capabilityNames(d.Capabilities),
+		Download:     "/pks/lookup?op=get&options=mr&search=0x" + fpHex,
+	}
+	var armored bytes.Buffer
+	if err := pgp.WriteArmored(&armored, k); err == nil {
+		v.Armored = armored.String()
+	}
+	corroborated := map[string]bool{}
+	f := identity.PGPFactor(sk.Fingerprint)
+	if handle, err := h.deps.Identities.WhoProves(ctx, f); err == nil {
+		v.Identities = append(v.Identities, string(handle))
+		if _, a, recs, err := h.deps.Identities.Lookup(ctx, string(handle)); err == nil {
+			for _, st := range corroboratedEmails(a, recs) {
+				if st.Parent.Same(f) {
+					corroborated[st.Factor.Value] = true
+				}
+			}
+		}
+	} else if identity.CodeOf(err) == "" {
+		return keyView{}, err
+	}
+	for _, u := range d.UserIDs {
+		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
+		switch {
+		case u.Revoked:
+			uv.Status = "revoked"
+		case !u.Expires.IsZero() && !u.Expires.After(now):
+			uv.Status = "expired"
+		}
+		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
+		v.UserIDs = append(v.UserIDs, uv)
+	}
+	for _, s := range d.Subkeys {
+		sv := subkeyView{
+			Fingerprint: strings.ToUpper(hex.EncodeToString(s.Fingerprint)), Algorithm: algorithmName(int(s.Algorithm), s.Bits, s.Curve),
+			Capabilities: capabilityNames(s.Capabilities), Created: date(s.Created), Expires: date(s.Expires), Status: "valid",
+		}
+		switch {
+		case s.Revoked:
+			sv.Status = "revoked"
+		case !s.Expires.IsZero() && !s.Expires.After(now):
+			sv.Status = "expired"
+		}
+		v.Subkeys = append(v.Subkeys, sv)
+	}
+	return v, nil
+}
+
+// uploadResult is what happened to one uploaded key.
+type uploadResult struct {
+	Fingerprint string
+	Result      string // inserted, updated, unchanged, rejected, error
+	Reason      string
+	Dropped     string
+}
+
+// serveUploadForm shows the upload form.
+func (h *Handler) serveUploadForm(w http.ResponseWriter, r *http.Request) {
+	s, err := h.current(r)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	p := h.pageFor(w, r, s, "Upload a key")
+	p.CSRF = h.csrfToken(w, r, s)
+	h.render(w, r, http.StatusOK, uploadPage(p, nil))
+}
+
+// serveUpload reads the pasted keys, runs each through the policy and the
+// store, and says per key what happened.
+func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadSize)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusRequestEntityTooLarge, "Upload too large", fmt.Sprintf("An upload may be at most %d bytes.", h.opts.MaxUploadSize))
+		return
+	}
+	s, err := h.current(r)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if !h.checkCSRF(w, r, s) {
+		return
+	}
+	data := []byte(r.PostFormValue("keytext"))
+	if len(bytes.TrimSpace(data)) == 0 {
+		p := h.pageFor(w, r, s, "Upload a key")
+		p.CSRF = h.csrfToken(w, r, s)
+		h.render(w, r, http.StatusBadRequest, uploadPage(p, []uploadResult{{Result: "rejected", Reason: "nothing was pasted"}}))
+		return
+	}
+	results := h.addKeys(r.Context(), data)
+	status := http.StatusOK
+	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
+		status = http.StatusUnprocessableEntity
+	}
+	p := h.pageFor(w, r, s, "Upload a key")
+	p.CSRF = h.csrfToken(w, r, s)
+	h.render(w, r, status, uploadPage(p, results))
+}
+
+// addKeys stores every key in data that passes the policy.
+func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
+	var out []uploadResult
+	rd := pgp.NewReader(bytes.NewReader(data))
+	for ctx.Err() == nil {
+		k, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var re *pgp.ReadError
+			if errors.As(err, &re) {
+				out = append(out, uploadResult{Result: "rejected", Reason: fmt.Sprintf("key %d is unreadable: %v", re.Index+1, re.Err)})
+				continue
+			}
+			out = append(out, uploadResult{Result: "rejected", Reason: "the rest of the text is not OpenPGP data"})
+			break
+		}
+		out = append(out, h.addKey(ctx, k))
+	}
+	if len(out) == 0 {
+		out = append(out, uploadResult{Result: "rejected", Reason: "no OpenPGP public key was found in the text"})
+	}
+	return out
+}
+
+func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
+	res := uploadResult{}
+	if fp := k.Fingerprint(); fp != nil {
+		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
+	}
+	applied, rep, err := h.opts.Policy.Apply(k)
+	if err != nil {
+		res.Result = "rejected"
+		switch {
+		case errors.Is(err, pgp.ErrNoSelfSignature):
+			res.Reason = "it has no valid self-signature"
+		case errors.Is(err, pgp.ErrKeyTooLarge):
+			res.Reason = "it is too large"
+		case errors.Is(err, pgp.ErrUnsupportedKey):
+			res.Reason = "its primary key's version or algorithm is not supported"
+		case errors.Is(err, pgp.ErrNotPublicKey):
+			res.Reason = "it is not a public key"
+		default:
+			res.Reason = strings.TrimPrefix(err.Error(), "pgp: ")
+		}
+		return res
+	}
+	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))
+	if rep.Total() > 0 {
+		res.Dropped = rep.String()
+	}
+	change, err := h.deps.Keys.AddKey(ctx, applied)
+	if err != nil {
+		h.log.ErrorContext(ctx, "web: upload: store", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
+		res.Result, res.Reason = "error", "the key store failed; try again later"
+		return res
+	}
+	res.Result = change.String()
+	if change != identity.KeyUnchanged {
+		if err := h.deps.Identities.SyncKey(ctx, applied.Fingerprint()); err != nil {
+			h.log.WarnContext(ctx, "web: upload: sync key links", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
+		}
+	}
+	return res
+}
+
+// serveStats shows how many keys the store holds and links to HKP's
+// statistics.
+func (h *Handler) serveStats(w http.ResponseWriter, r *http.Request) {
+	p := h.page(w, r, "Statistics")
+	st, err := h.deps.Keys.KeyStats(r.Context())
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("web: stats: %w", err))
+		return
+	}
+	h.render(w, r, http.StatusOK, statsPage(p, st))
+}

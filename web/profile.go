@@ -1,0 +1,195 @@
+// profile.go: an identity's public profile (/u/{handle}) and the views of
+// factors and evidence that it shares with the account page.
+
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/ssh"
+)
+
+// factorView is one factor of an identity as pages show it.
+type factorView struct {
+	Kind  string // pgp, ssh, oidc, email
+	Title string // what it is, in words
+	Value string
+	// Key is an SSH key's authorized_keys line.
+	Key string
+	// Link is the factor's page (a key page), if any.
+	Link  string
+	Level string
+	Label string
+	// Parent says which key carries the factor, if one does.
+	Parent string
+	// Corroborated: an email claimed by a linked key that a provider of
+	// the identity verified.
+	Corroborated bool
+	// VerifiedBy are the providers' issuers that verified this email.
+	VerifiedBy []string
+	Evidence   []evidenceView
+	// Unlinkable: the account page offers to unlink it.
+	Unlinkable bool
+	// Current: the account the viewer's session logged in with.
+	Current bool
+}
+
+// evidenceView is one evidence record in a factor's list.
+type evidenceView struct {
+	Seq     int64
+	Method  string
+	Purpose string
+	What    string
+	Created string
+	Expires string
+	// Counts: the record establishes the factor's current level.
+	Counts bool
+	Log    string
+}
+
+var kindTitles = map[identity.FactorKind]string{
+	identity.KindPGP:   "OpenPGP key",
+	identity.KindSSH:   "SSH key",
+	identity.KindOIDC:  "OpenID Connect account",
+	identity.KindEmail: "Email address",
+}
+
+// methodWords says what a record shows, in words.
+func methodWords(m identity.Method) string {
+	switch m {
+	case identity.MethodPGPUIDSelfSig:
+		return "named in a self-signed user ID (a claim by the key's holder)"
+	case identity.MethodPGPAuthSubkey:
+		return "an authentication subkey of the OpenPGP key"
+	case identity.MethodPGPChallenge:
+		return "the OpenPGP key signed a challenge"
+	case identity.MethodSSHChallenge:
+		return "the SSH key signed a challenge (ssh-keygen -Y sign)"
+	case identity.MethodOIDCLogin:
+		return "a login at the provider (ID token kept)"
+	case identity.MethodOIDCEmailVerified:
+		return "the provider verified the email"
+	case identity.MethodPGPCertification:
+		return "certified by another key"
+	case identity.MethodRevocation:
+		return "revoked"
+	}
+	return string(m)
+}
+
+// factorViews turns an assessment into views. private adds what only the
+// identity's holder sees (emails verified by providers that no key names).
+func factorViews(a *identity.Assessment, recs []identity.Evidence, private bool) []factorView {
+	bySeq := map[int64]*identity.Evidence{}
+	for i := range recs {
+		bySeq[recs[i].Seq] = &recs[i]
+	}
+	verified := verifiedEmails(a, recs)
+	corroborated := map[string]bool{}
+	for _, st := range corroboratedEmails(a, recs) {
+		corroborated[st.Factor.Value] = true
+	}
+	var out []factorView
+	seen := map[string]bool{}
+	for _, st := range a.Factors {
+		if st.Level == identity.LevelNone {
+			continue
+		}
+		fv := factorView{
+			Kind: string(st.Factor.Kind), Title: kindTitles[st.Factor.Kind], Value: st.Factor.Value,
+			Level: st.Level.String(), Label: st.Label,
+		}
+		switch st.Factor.Kind {
+		case identity.KindPGP:
+			fv.Link = "/keys/" + st.Factor.Value
+		case identity.KindSSH:
+			if pub, err := ssh.ParsePublicKey(st.Factor.Data); err == nil {
+				fv.Key = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ssh.NewKey(pub, ""))))
+			}
+		case identity.KindOIDC:
+			iss, sub, _ := strings.Cut(st.Factor.Value, " ")
+			fv.Value = sub + " at " + iss
+		case identity.KindEmail:
+			seen[st.Factor.Value] = true
+			fv.Corroborated = corroborated[st.Factor.Value]
+			if private || fv.Corroborated {
+				for _, acct := range verified[st.Factor.Value] {
+					iss, _, _ := strings.Cut(acct.Value, " ")
+					fv.VerifiedBy = append(fv.VerifiedBy, iss)
+				}
+			}
+		}
+		if !st.Parent.IsZero() {
+			fv.Parent = st.Parent.Value
+		}
+		for _, seq := range st.Records {
+			if e := bySeq[seq]; e != nil {
+				fv.Evidence = append(fv.Evidence, evidenceOf(e, slices.Contains(st.Via, seq)))
+			}
+		}
+		out = append(out, fv)
+	}
+	if private {
+		for email, accts := range verified {
+			if seen[email] {
+				continue
+			}
+			fv := factorView{Kind: string(identity.KindEmail), Title: kindTitles[identity.KindEmail], Value: email, Level: "verified by a provider"}
+			for _, acct := range accts {
+				iss, _, _ := strings.Cut(acct.Value, " ")
+				fv.VerifiedBy = append(fv.VerifiedBy, iss)
+			}
+			for _, e := range recs {
+				if e.Method == identity.MethodOIDCEmailVerified && e.To.Value == email {
+					fv.Evidence = append(fv.Evidence, evidenceOf(&e, true))
+				}
+			}
+			out = append(out, fv)
+		}
+	}
+	return out
+}
+
+func evidenceOf(e *identity.Evidence, counts bool) evidenceView {
+	return evidenceView{
+		Seq: e.Seq, Method: string(e.Method), Purpose: string(e.Purpose), What: methodWords(e.Method),
+		Created: e.Created.UTC().Format("2006-01-02 15:04 MST"), Expires: date(e.Expires), Counts: counts,
+		Log: fmt.Sprintf("/api/v1/log?after=%d&limit=1", e.Seq-1),
+	}
+}
+
+// serveProfile shows an identity's factors and their evidence.
+func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
+	p := h.page(w, r, "Profile")
+	handle := r.PathValue("handle")
+	id, a, recs, err := h.deps.Identities.Lookup(r.Context(), handle)
+	switch identity.CodeOf(err) {
+	case "":
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+	case identity.CodeUnknownIdentity, identity.CodeBadHandle, identity.CodeReservedHandle:
+		h.fail(w, r, http.StatusNotFound, "No such identity", "No identity has that handle here.")
+		return
+	default:
+		h.refusal(w, r, "No such identity", err)
+		return
+	}
+	p.Title = string(id.Handle)
+	h.render(w, r, http.StatusOK, profilePage(p, string(id.Handle), date(id.Created), factorViews(a, recs, false)))
+}
+
+// factorValue is the factor's value as the unlink form sends it back (the
+// stored form, not the display form).
+func factorValue(f factorView) string {
+	if f.Kind == string(identity.KindOIDC) {
+		sub, iss, _ := strings.Cut(f.Value, " at ")
+		return iss + " " + sub
+	}
+	return f.Value
+}

@@ -1,0 +1,127 @@
+package web_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/web"
+	"github.com/kith-keyserver/kith/web/session"
+)
+
+// TestSessionCookieIsOpaqueSecureHttpOnlyLax checks the cookie a login
+// sets and that the store keeps only the token's hash.
+func TestSessionCookieIsOpaqueSecureHttpOnlyLax(t *testing.T) {
+	s := newSite(t, web.Options{SessionLifetime: 48 * time.Hour})
+	b := s.browser()
+	p := b.login("kith", "/", alice)
+	stop := *b.c
+	stop.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := stop.PostForm(s.srv.URL+"/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var c *http.Cookie
+	for _, sc := range resp.Cookies() {
+		if sc.Name == "__Host-kith-session" && sc.Value != "" {
+			c = sc
+		}
+	}
+	if c == nil {
+		t.Fatalf("no __Host-kith-session cookie set: %v", resp.Header["Set-Cookie"])
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(raw) < 32 {
+		t.Errorf("token %d bytes, want at least 32 random bytes", len(raw))
+	}
+	if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Domain != "" {
+		t.Errorf("cookie %+v: want Secure, HttpOnly, SameSite=Lax, Path=/, no Domain", c)
+	}
+	if c.MaxAge != int((48 * time.Hour).Seconds()) {
+		t.Errorf("MaxAge %d, want 48h", c.MaxAge)
+	}
+	ss, err := s.store.Session(t.Context(), session.Hash(c.Value), time.Now())
+	if err != nil || ss.Handle != "alice" {
+		t.Fatalf("the store does not hold the session under the token's hash: %v", err)
+	}
+	if strings.Contains(string(ss.TokenHash), c.Value) || strings.Contains(string(ss.Login), c.Value) {
+		t.Errorf("the store holds the token itself")
+	}
+}
+
+// TestIdleSessionEnds: with an idle timeout, a session unused for longer
+// ends.
+func TestIdleSessionEnds(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := newSite(t, web.Options{SessionIdle: time.Hour, Now: clock})
+	b := s.browser()
+	b.signUp(alice, "alice")
+	mu.Lock()
+	now = now.Add(50 * time.Minute)
+	mu.Unlock()
+	if p := b.get("/account"); p.url.Path != "/account" {
+		t.Fatalf("session ended before its idle timeout")
+	}
+	mu.Lock()
+	now = now.Add(59 * time.Minute) // used 59 minutes ago
+	mu.Unlock()
+	if p := b.get("/account"); p.url.Path != "/account" {
+		t.Fatalf("use did not extend the idle timeout")
+	}
+	mu.Lock()
+	now = now.Add(61 * time.Minute)
+	mu.Unlock()
+	if p := b.get("/account"); p.url.Path != "/login" {
+		t.Fatalf("an idle session still works")
+	}
+}
+
+// TestUnlinkAndLogOutEverywhere unlinks an SSH key and then ends every
+// session of the identity.
+func TestUnlinkAndLogOutEverywhere(t *testing.T) {
+	s := newSite(t, web.Options{})
+	b := s.browser()
+	b.signUp(alice, "alice")
+	keyPath, pub := sshKey(t)
+	b.linkSSHKey(keyPath, pub)
+	other := s.browser()
+	other.login("kith", "/account", alice)
+
+	acct := b.get("/account")
+	_, a, _, _ := s.svc.Lookup(t.Context(), "alice")
+	keys := a.Of(identity.KindSSH, identity.LevelProven)
+	if len(keys) != 1 {
+		t.Fatalf("proven keys: %+v", keys)
+	}
+	// The account the session logged in with cannot be unlinked from it.
+	if p := b.post("/account/unlink", url.Values{"csrf": {acct.csrf(t)}, "kind": {"oidc"}, "value": {s.op.Issuer + " " + alice.Subject}}); p.status != http.StatusConflict {
+		t.Errorf("unlinking the session's own account: %d", p.status)
+	}
+	p := b.post("/account/unlink", url.Values{"csrf": {acct.csrf(t)}, "kind": {"ssh"}, "value": {keys[0].Factor.Value}})
+	if p.url.Path != "/account" || !strings.Contains(p.body, "The factor is unlinked") {
+		t.Fatalf("unlink: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+	_, a, _, _ = s.svc.Lookup(t.Context(), "alice")
+	if st, _ := a.Status(keys[0].Factor); st.Level != identity.LevelRevoked {
+		t.Errorf("the SSH key is %s after unlinking", st.Level)
+	}
+	if n := strings.Count(p.body, "<td>kith"); n != 2 {
+		t.Errorf("the account page lists %d sessions, want 2", n)
+	}
+	if p := b.post("/account/sessions/end", url.Values{"csrf": {p.csrf(t)}}); p.url.Path != "/" {
+		t.Fatalf("log out everywhere ended at %s", p.url)
+	}
+	for _, br := range []*browser{b, other} {
+		if p := br.get("/account"); p.url.Path != "/login" {
+			t.Errorf("a session survived logging out everywhere")
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// static.go: the embedded style sheet.
+
+package web
+
+import (
+	_ "embed"
+	"net/http"
+)
+
+//go:embed static/kith.css
+var css []byte
+
+// serveCSS serves the style sheet; it changes only with the binary.
+func serveCSS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Write(css)
+}
