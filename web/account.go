@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/ssh"
-	"github.com/kith-keyserver/kith/web/session"
 )
 
 // doneMessages are the notes the account page shows after an action (by

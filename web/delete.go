@@ -15,7 +15,7 @@ import (
 	"net/http"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/web/session"
+	"github.com/kith-keyserver/kith/identity/session"
 )
 
 // deletedLabel is the label of the revocations a deletion appends.

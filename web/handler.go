@@ -16,9 +16,9 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
-	"github.com/kith-keyserver/kith/web/session"
 )
 
 // KeyStore is what the pages need of the OpenPGP key store

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
-	"github.com/kith-keyserver/kith/web/session"
 )
 
 // serveLoginPage lists the providers, one button each.

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
-	"github.com/kith-keyserver/kith/web/session"
 )
 
 // Cookie names. Over TLS the __Host- prefix makes browsers insist on

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/web"
-	"github.com/kith-keyserver/kith/web/session"
 )
 
 // TestSessionCookieIsOpaqueSecureHttpOnlyLax checks the cookie a login

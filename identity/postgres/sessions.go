@@ -1,4 +1,4 @@
-// sessions.go: the web frontend's login sessions (web/session.Store), one
+// sessions.go: the web frontend's login sessions (identity/session.Store), one
 // row per session keyed by the SHA-256 of its token.
 
 package postgres
@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/web/session"
+	"github.com/kith-keyserver/kith/identity/session"
 )
 
 // The store keeps the web frontend's sessions.

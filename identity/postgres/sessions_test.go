@@ -10,7 +10,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
-	"github.com/kith-keyserver/kith/web/session"
+	"github.com/kith-keyserver/kith/identity/session"
 )
 
 func newSession(t *testing.T, h identity.Handle, now time.Time) (*session.Session, string) {

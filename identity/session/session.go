@@ -8,8 +8,9 @@
 // copy of the database opens no session. Sessions are rows in the shared
 // database, so any Kith node can serve a session's next request.
 //
-// The package holds types only; identity/postgres implements Store, and
-// package web issues, checks and ends sessions.
+// The package holds types only, beside the rest of the domain in
+// identity: identity/postgres implements Store, and package web issues,
+// checks and ends sessions.
 package session
 
 import (
