@@ -71,6 +71,10 @@ type Proof struct {
 	// records Signature as the token, with method oidc.login. Only code,
 	// never a request, may set it.
 	Session bool
+	// SignerKey, with Session, is the provider's public key (a JWK) that
+	// verified the token, recorded so that the token can be re-checked
+	// offline.
+	SignerKey []byte
 }
 
 // IssueChallenge issues a statement for purpose, naming the handle and the
@@ -171,7 +175,7 @@ func (s *Service) verify(ctx context.Context, p Proof, want Factor, statement []
 		if f.Kind != KindOIDC {
 			return verified{}, Refuse(CodeUnsupported, "a session proves only an OpenID Connect account")
 		}
-		return verified{factor: f, method: MethodOIDCLogin, signature: p.Signature}, nil
+		return verified{factor: f, method: MethodOIDCLogin, signature: p.Signature, signerKey: p.SignerKey}, nil
 	}
 	switch f.Kind {
 	case KindSSH:

@@ -88,7 +88,7 @@ func (h *Handler) requireUser(w http.ResponseWriter, r *http.Request) (*session.
 // sessionProof is the session's word for its account, as the identity
 // service takes it: the ID token of the login that opened the session.
 func sessionProof(s *session.Session, l *loginData) *identity.Proof {
-	return &identity.Proof{Factor: s.Account, Signature: []byte(l.IDToken), Session: true}
+	return &identity.Proof{Factor: s.Account, Signature: []byte(l.IDToken), Session: true, SignerKey: l.SigningKey}
 }
 
 // serveAccount shows the account page.

@@ -7,6 +7,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -259,10 +260,85 @@ func (h *Handler) recordEmail(ctx context.Context, handle identity.Handle, l *lo
 }
 
 // ErrNoSigningKey marks an oidc.login record that keeps no provider key
-// to re-check its ID token with: the consent records the identity
-// service writes for a session's proof (linking an SSH or OpenPGP key,
-// unlinking), whose identity.Proof has no field for the JWK.
+// to re-check its ID token with.
 var ErrNoSigningKey = errors.New("the record keeps no provider key")
+
+// VerifyOIDCRecord re-checks offline any record whose proof is an OpenID
+// Connect ID token: a login or verified email (VerifyLoginRecord) or a
+// session's consent to a challenge (VerifySessionConsent).
+func VerifyOIDCRecord(e *identity.Evidence) error {
+	var err error
+	if _, perr := identity.ParseStatement(e.Statement); perr == nil {
+		_, err = VerifySessionConsent(e)
+	} else {
+		_, err = VerifyLoginRecord(e)
+	}
+	return err
+}
+
+// VerifySessionConsent re-checks offline an oidc.login record the identity
+// service wrote for a logged-in session's consent (linking or unlinking a
+// key): its statement is a challenge naming the record's handle, and the
+// ID token of the session's login must verify with the JWK the record
+// keeps, be issued by the From account's issuer to the audience it names,
+// and be about From's subject. The token shows the account logged in; that
+// the session then consented is Kith's word.
+func VerifySessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
+	c, err := identity.ParseStatement(e.Statement)
+	if err != nil || e.Method != identity.MethodOIDCLogin {
+		return nil, fmt.Errorf("web: verify consent record %d: not a session's consent to a challenge", e.Seq)
+	}
+	if c.Handle != e.Handle {
+		return nil, fmt.Errorf("web: verify consent record %d: the statement names handle %q, the record %q", e.Seq, c.Handle, e.Handle)
+	}
+	issuer, subject, ok := strings.Cut(e.From.Value, " ")
+	if e.From.Kind != identity.KindOIDC || !ok {
+		return nil, fmt.Errorf("web: verify consent record %d: signer %s is not an OpenID Connect account", e.Seq, e.From)
+	}
+	if len(e.SignerKey) == 0 {
+		return nil, fmt.Errorf("web: verify consent record %d: %w", e.Seq, ErrNoSigningKey)
+	}
+	aud, err := tokenAudience(string(e.Signature))
+	if err != nil {
+		return nil, fmt.Errorf("web: verify consent record %d: %w", e.Seq, err)
+	}
+	claims, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, aud)
+	if err != nil {
+		return nil, fmt.Errorf("web: verify consent record %d: %w", e.Seq, err)
+	}
+	if claims.Subject != subject {
+		return nil, fmt.Errorf("web: verify consent record %d: the token is about subject %q, the record names %q", e.Seq, claims.Subject, subject)
+	}
+	return claims, nil
+}
+
+// tokenAudience reads the first audience of a JWT without verifying it;
+// VerifyEvidence then checks the token against it.
+func tokenAudience(raw string) (string, error) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", errors.New("the token is not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", errors.New("the token's payload is not base64url")
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return "", errors.New("the token's payload is not JSON")
+	}
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil && one != "" {
+		return one, nil
+	}
+	var many []string
+	if json.Unmarshal(claims.Aud, &many) == nil && len(many) > 0 {
+		return many[0], nil
+	}
+	return "", errors.New("the token names no audience")
+}
 
 // VerifyLoginRecord re-checks an oidc.login or oidc.email-verified record
 // offline: the ID token in Signature must verify with the JWK in

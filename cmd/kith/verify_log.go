@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/web"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -46,7 +48,14 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: give exactly one of --server and --file", errUsage)
 	}
-	var v api.LogVerifier
+	// OpenID Connect login records are checked against the JWK they carry.
+	v := api.LogVerifier{Others: func(e *identity.Evidence) error {
+		switch e.Method {
+		case identity.MethodOIDCLogin, identity.MethodOIDCEmailVerified:
+			return web.VerifyOIDCRecord(e)
+		}
+		return fmt.Errorf("%w: method %s", api.ErrNotVerifiable, e.Method)
+	}}
 	failed := 0
 	check := func(r api.LogRecord) {
 		e, err := r.Evidence()

@@ -176,6 +176,11 @@ type Failure struct {
 // (sequence, previous hash, own hash) and each record's proof. The zero
 // LogVerifier starts at the log's first record.
 type LogVerifier struct {
+	// Others, if set, verifies the records VerifyRecord cannot (OpenID
+	// Connect logins, whose format the web package owns); it returns an
+	// error wrapping ErrNotVerifiable for a record it does not know.
+	Others func(*identity.Evidence) error
+
 	prevSeq  int64
 	prevHash []byte
 	// keyLinks remembers key-carried records, for their revocations.
@@ -202,6 +207,9 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		}
 	} else {
 		err = VerifyRecord(e)
+		if errors.Is(err, ErrNotVerifiable) && v.Others != nil {
+			err = v.Others(e)
+		}
 	}
 	switch {
 	case errors.Is(err, ErrNotVerifiable):
