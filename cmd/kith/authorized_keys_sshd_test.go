@@ -53,7 +53,7 @@ func freePort(t *testing.T) int {
 // revoked keys, then with the Kith server gone.
 func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	for _, tool := range []string{"sshd", "ssh", "ssh-keygen", "go"} {
-		needTool(t, tool)
+		requireTool(t, tool)
 	}
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {

@@ -18,17 +18,6 @@ import (
 	"github.com/kith-keyserver/kith/web/api"
 )
 
-// needTool skips t when a tool is missing, or fails it with CI=true.
-func needTool(t testing.TB, tool string) {
-	t.Helper()
-	if _, err := exec.LookPath(tool); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s needed (CI=true): %v", tool, err)
-		}
-		t.Skipf("%s not installed", tool)
-	}
-}
-
 // apiServer is the identity API over a fresh store, in-process.
 type apiServer struct {
 	t     *testing.T

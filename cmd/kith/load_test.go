@@ -280,7 +280,7 @@ func TestLoadRejectsGarbageAndReportsWhy(t *testing.T) {
 
 // requireTool returns the path of a tool, skipping (or failing with
 // CI=true) when it is missing.
-func requireTool(t *testing.T, name string) string {
+func requireTool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {

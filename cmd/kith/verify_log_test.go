@@ -20,7 +20,7 @@ import (
 // changes one byte of one stored record and expects exactly that record
 // to be reported.
 func TestVerifyLogFindsTheChangedRecord(t *testing.T) {
-	needTool(t, "ssh-keygen")
+	requireTool(t, "ssh-keygen")
 	a := newAPIServer(t)
 	dir := t.TempDir()
 	k1, k2, k3 := newSSHKeyPair(t, dir, "one"), newSSHKeyPair(t, dir, "two"), newSSHKeyPair(t, dir, "three")
