@@ -6,16 +6,12 @@ package hkp
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
@@ -24,7 +20,6 @@ import (
 // Lookup limits on the search itself.
 const (
 	maxSearchLength = 1024
-	maxSearchWords  = 16
 )
 
 // lookup is one parsed /pks/lookup request.
@@ -105,89 +100,28 @@ func on(s string) bool {
 	return false
 }
 
-// parseSearch normalises l.search into a store query.
-//
-//   - "0x" and 8, 16, 40 or 64 hex digits: a 32- or 64-bit key ID, a v4 or
-//     v6 fingerprint (primary keys and subkeys);
-//   - 40 or 64 hex digits without "0x", spaces allowed: a fingerprint;
-//   - "alice@example.org" or "<alice@example.org>": that exact email;
-//   - anything else: the words of user IDs (runs of letters and digits),
-//     lower-cased, all required.
+// parseSearch normalises l.search into a store query, by the grammar
+// every frontend shares (identity.ParseKeySearch), and names the term the
+// cache files the answer under.
 func (l *lookup) parseSearch() error {
-	s := l.search
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		h := strings.ReplaceAll(s[2:], " ", "")
-		b, err := hex.DecodeString(h)
-		if err != nil {
-			return badRequest("search %q: after 0x, give 8, 16, 40 or 64 hex digits", truncate(s, 80))
-		}
-		switch len(b) {
-		case 4:
-			id := binary.BigEndian.Uint32(b)
-			l.query = identity.KeyQuery{ShortKeyID: id, HasShortKeyID: true}
-			l.term = shortKeyIDTerm(id)
-		case 8:
-			id := binary.BigEndian.Uint64(b)
-			l.query = identity.KeyQuery{KeyID: id}
-			l.term = keyIDTerm(id)
-		case 20, 32:
-			l.query = identity.KeyQuery{Fingerprint: b}
-			l.term = fingerprintTerm(b)
-		default:
-			return badRequest("search %q: after 0x, give 8, 16, 40 or 64 hex digits (%d given)", truncate(s, 80), len(h))
-		}
-		return nil
+	q, err := identity.ParseKeySearch(l.search)
+	if err != nil {
+		return badRequest("search %q: %v", truncate(l.search, 80), err)
 	}
-	if h := strings.ReplaceAll(s, " ", ""); len(h) == 40 || len(h) == 64 {
-		if b, err := hex.DecodeString(h); err == nil {
-			l.query = identity.KeyQuery{Fingerprint: b}
-			l.term = fingerprintTerm(b)
-			return nil
-		}
+	l.query = q
+	switch {
+	case len(q.Fingerprint) > 0:
+		l.term = fingerprintTerm(q.Fingerprint)
+	case q.KeyID != 0:
+		l.term = keyIDTerm(q.KeyID)
+	case q.HasShortKeyID:
+		l.term = shortKeyIDTerm(q.ShortKeyID)
+	case q.Email != "":
+		l.term = emailTerm(q.Email)
+	default:
+		l.words = q.Words
 	}
-	if email, ok := bareEmail(s); ok {
-		l.query = identity.KeyQuery{Email: email}
-		l.term = emailTerm(email)
-		return nil
-	}
-	words := searchWords(s)
-	if len(words) == 0 {
-		return badRequest("search %q holds no words (letters or digits)", truncate(s, 80))
-	}
-	if len(words) > maxSearchWords {
-		return badRequest("search holds %d words; at most %d are allowed", len(words), maxSearchWords)
-	}
-	l.words = words
-	l.query = identity.KeyQuery{Words: words}
 	return nil
-}
-
-// bareEmail returns the lower-cased address when s is one address,
-// optionally in angle brackets.
-func bareEmail(s string) (string, bool) {
-	if strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">") {
-		s = s[1 : len(s)-1]
-	}
-	at := strings.IndexByte(s, '@')
-	if at <= 0 || at == len(s)-1 || strings.Count(s, "@") != 1 {
-		return "", false
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("<>,;\"", r) {
-			return "", false
-		}
-	}
-	return strings.ToLower(s), true
-}
-
-// searchWords splits s into lower-cased runs of letters and digits,
-// sorted, without duplicates.
-func searchWords(s string) []string {
-	words := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	slices.Sort(words)
-	return slices.Compact(words)
 }
 
 // cacheKey is the normalised request: op, the options that change the

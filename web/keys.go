@@ -6,7 +6,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,17 +15,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
-// maxSearchLen and maxSearchWords bound a search, as HKP does.
-const (
-	maxSearchLen   = 256
-	maxSearchWords = 8
-)
+// maxSearchLen bounds a search.
+const maxSearchLen = 256
 
 // dateFormat is how pages show dates.
 const dateFormat = "2006-01-02"
@@ -141,64 +136,18 @@ func (h *Handler) serveHome(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver")))
 }
 
-// parseSearch turns a search into a store query, as HKP reads one: 0x
-// and 8, 16, 40 or 64 hex digits (key IDs, fingerprints); 40 or 64 hex
-// digits (a fingerprint); one email address; or words of user IDs.
+// parseSearch turns a search into a store query, as HKP reads one
+// (identity.ParseKeySearch).
 func parseSearch(q string, limit int) (identity.KeyQuery, error) {
-	s := strings.TrimSpace(q)
-	if len(s) > maxSearchLen {
+	if len(q) > maxSearchLen {
 		return identity.KeyQuery{}, fmt.Errorf("the search is longer than %d characters", maxSearchLen)
 	}
-	hexDigits := strings.ReplaceAll(s, " ", "")
-	if len(hexDigits) >= 2 && (hexDigits[:2] == "0x" || hexDigits[:2] == "0X") {
-		b, err := hex.DecodeString(hexDigits[2:])
-		if err != nil {
-			return identity.KeyQuery{}, errors.New("after 0x, give 8, 16, 40 or 64 hex digits")
-		}
-		switch len(b) {
-		case 4:
-			return identity.KeyQuery{ShortKeyID: binary.BigEndian.Uint32(b), HasShortKeyID: true, Limit: limit}, nil
-		case 8:
-			return identity.KeyQuery{KeyID: binary.BigEndian.Uint64(b), Limit: limit}, nil
-		case 20, 32:
-			return identity.KeyQuery{Fingerprint: b, Limit: limit}, nil
-		}
-		return identity.KeyQuery{}, errors.New("after 0x, give 8, 16, 40 or 64 hex digits")
+	query, err := identity.ParseKeySearch(q)
+	if err != nil {
+		return identity.KeyQuery{}, err
 	}
-	if len(hexDigits) == 40 || len(hexDigits) == 64 {
-		if b, err := hex.DecodeString(hexDigits); err == nil {
-			return identity.KeyQuery{Fingerprint: b, Limit: limit}, nil
-		}
-	}
-	if email, ok := bareEmail(s); ok {
-		return identity.KeyQuery{Email: email, Limit: limit}, nil
-	}
-	words := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	slices.Sort(words)
-	words = slices.Compact(words)
-	if len(words) == 0 {
-		return identity.KeyQuery{}, errors.New("give a key ID (0x…), a fingerprint, an email address or words of a name")
-	}
-	if len(words) > maxSearchWords {
-		return identity.KeyQuery{}, fmt.Errorf("give at most %d words", maxSearchWords)
-	}
-	return identity.KeyQuery{Words: words, Limit: limit}, nil
-}
-
-// bareEmail returns the lower-cased address when s is one address,
-// optionally in angle brackets.
-func bareEmail(s string) (string, bool) {
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
-	at := strings.IndexByte(s, '@')
-	if at <= 0 || at == len(s)-1 || strings.Count(s, "@") != 1 {
-		return "", false
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("<>,;\"", r) {
-			return "", false
-		}
-	}
-	return strings.ToLower(s), true
+	query.Limit = limit
+	return query, nil
 }
 
 // serveSearch shows the keys a search finds, at most MaxResults.
