@@ -421,3 +421,11 @@ func (h *Handler) serveStats(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, r, http.StatusOK, statsPage(p, st))
 }
+
+// countKeys says how many keys there are, e.g. "1 key", "3 keys".
+func countKeys(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
+}
