@@ -157,6 +157,7 @@ func settings() []setting {
 		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Recon.Interval) }},
 		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionLifetime) }},
 		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
+		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*boolValue)(&c.Web.SecureCookies) }},
 		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
 	}
 }
@@ -347,6 +348,19 @@ type stringValue string
 
 func (v *stringValue) String() string     { return string(*v) }
 func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+type boolValue bool
+
+func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) IsBoolFlag() bool { return true }
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", s)
+	}
+	*v = boolValue(b)
+	return nil
+}
 
 type durationValue Duration
 

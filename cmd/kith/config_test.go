@@ -84,3 +84,25 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigBoolSettingFromFlagEnvAndFile(t *testing.T) {
+	for _, c := range []struct {
+		args, env []string
+		want      bool
+	}{
+		{nil, nil, false},
+		{[]string{"--web-secure-cookies"}, nil, true},
+		{[]string{"--web-secure-cookies=false"}, []string{"KITH_WEB_SECURE_COOKIES=true"}, false},
+		{nil, []string{"KITH_WEB_SECURE_COOKIES=true"}, true},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		cfg, _, err := loadConfig(fs, c.args, c.env)
+		if err != nil || cfg.Web.SecureCookies != c.want {
+			t.Errorf("args %q env %q: secure_cookies = %v, %v; want %v", c.args, c.env, cfg.Web.SecureCookies, err, c.want)
+		}
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	if _, _, err := loadConfig(fs, nil, []string{"KITH_WEB_SECURE_COOKIES=maybe"}); err == nil {
+		t.Error("KITH_WEB_SECURE_COOKIES=maybe was accepted")
+	}
+}
