@@ -449,12 +449,25 @@ func wrapOp(op string, err error) error {
 
 // checkFree refuses f when another identity than h has it linked.
 func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f Factor) error {
-	handles, err := r.FactorHandles(ctx, f)
+	taken, err := s.linkedElsewhere(ctx, r, f, []Handle{h})
 	if err != nil {
 		return err
 	}
+	if taken {
+		return Refuse(CodeFactorLinked, "%s is linked to another identity", f)
+	}
+	return nil
+}
+
+// linkedElsewhere reports whether an identity other than those in mine
+// has f linked.
+func (s *Service) linkedElsewhere(ctx context.Context, r IdentityReader, f Factor, mine []Handle) (bool, error) {
+	handles, err := r.FactorHandles(ctx, f)
+	if err != nil {
+		return false, err
+	}
 	for _, other := range handles {
-		if other == h {
+		if slices.Contains(mine, other) {
 			continue
 		}
 		_, recs, err := r.IdentityRecords(ctx, other)
@@ -462,13 +475,13 @@ func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f F
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if Assess(other, recs, s.now()).Linked(f) {
-			return Refuse(CodeFactorLinked, "%s is linked to another identity", f)
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // keyLinks reads the links an OpenPGP factor's stored key carries; other
@@ -509,8 +522,25 @@ func (s *Service) syncKeyLinks(ctx context.Context, tx Tx, f Factor, key []byte,
 			delete(active, e.Revokes)
 		}
 	}
+	// An authentication subkey's binding needs no signature by the subkey:
+	// anyone can bind another person's SSH key to their own OpenPGP key.
+	// So a key-carried SSH link is recorded only while no other identity
+	// has that SSH key linked.
+	owners, err := tx.FactorHandles(ctx, f)
+	if err != nil {
+		return err
+	}
 	kept := map[int64]bool{}
 	for _, l := range links {
+		if l.Method == MethodPGPAuthSubkey {
+			taken, err := s.linkedElsewhere(ctx, tx, l.To, owners)
+			if err != nil {
+				return err
+			}
+			if taken {
+				continue
+			}
+		}
 		found := false
 		for seq, e := range active {
 			if e.Method == l.Method && e.To.Same(l.To) && e.Expires.Equal(TruncateTime(l.Expires)) && bytes.Equal(e.Signature, l.Signature) {

@@ -3,10 +3,15 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web/api"
@@ -236,5 +241,95 @@ func TestPGPProofRefusals(t *testing.T) {
 				t.Fatal("a refusal appended records")
 			}
 		})
+	}
+}
+
+// TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice: an authentication
+// subkey's binding needs no signature by the subkey, so anyone can bind
+// another person's SSH key to their own OpenPGP key. Once alice's key
+// links an SSH key, bob's key binding the same SSH key does not link it to
+// bob: his .keys leaves it out and the SSH key stays alice's.
+func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	aliceFpr := g.newKey("Alice <alice@example.org>")
+	g.run("", "--quick-add-key", aliceFpr, "ed25519", "auth", "0")
+	bobFpr := g.newKey("Bob <bob@example.org>")
+	g.store(k, aliceFpr)
+
+	// Bob binds alice's authentication subkey to his own primary key.
+	alice, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export", aliceFpr))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var authSub *packet.PublicKey
+	for _, s := range alice.Subkeys {
+		if s.Sig.FlagAuthenticate {
+			authSub = s.PublicKey
+		}
+	}
+	if authSub == nil {
+		t.Fatal("alice's key has no authentication subkey")
+	}
+	bob, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", bobFpr))))
+	if err != nil || bob.PrivateKey == nil {
+		t.Fatalf("bob's secret key: %v", err)
+	}
+	binding := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: bob.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &bob.PrimaryKey.KeyId,
+		FlagsValid: true, FlagAuthenticate: true,
+	}
+	if err := binding.SignKey(authSub, bob.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	var bobKey bytes.Buffer
+	bobKey.Write(g.run("", "--export", bobFpr))
+	stolen := *authSub
+	stolen.IsSubkey = true
+	if err := stolen.Serialize(&bobKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := binding.Serialize(&bobKey); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := pgp.ParseKey(bobKey.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, _, err := pgp.DefaultPolicy().Apply(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied.Describe().Subkeys) == 0 {
+		t.Fatal("the policy dropped bob's binding of the subkey; the test would prove nothing")
+	}
+	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct{ handle, fpr string }{{"alice", aliceFpr}, {"bob", bobFpr}} {
+		stmt := k.challenge(c.handle, c.fpr, "claim")
+		if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(c.fpr, stmt)), nil); st != 201 {
+			t.Fatalf("claim %s: %d %s", c.handle, st, code)
+		}
+	}
+	_, aliceKeys := k.get("/users/alice.keys")
+	if strings.Count(aliceKeys, "\n") != 1 {
+		t.Fatalf("alice serves %q, want her one auth subkey", aliceKeys)
+	}
+	if _, bobKeys := k.get("/users/bob.keys"); strings.Contains(bobKeys, keyOnly(aliceKeys)) {
+		t.Fatalf("bob serves alice's SSH key:\n%s", bobKeys)
+	}
+	var doc api.IdentityDoc
+	k.call("GET", "/users/alice.json", nil, &doc)
+	for _, f := range doc.Factors {
+		if f.Kind != "ssh" {
+			continue
+		}
+		var owner api.SSHOwner
+		if st, _ := k.call("GET", "/api/v1/ssh/"+f.Value, nil, &owner); st != 200 || owner.Handle != "alice" {
+			t.Fatalf("/api/v1/ssh/%s: %d, handle %q; want alice", f.Value, st, owner.Handle)
+		}
 	}
 }
