@@ -449,7 +449,7 @@ func wrapOp(op string, err error) error {
 
 // checkFree refuses f when another identity than h has it linked.
 func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f Factor) error {
-	taken, err := s.linkedElsewhere(ctx, r, f, []Handle{h})
+	taken, err := LinkedElsewhere(ctx, r, f, []Handle{h}, s.now())
 	if err != nil {
 		return err
 	}
@@ -459,9 +459,10 @@ func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f F
 	return nil
 }
 
-// linkedElsewhere reports whether an identity other than those in mine
-// has f linked.
-func (s *Service) linkedElsewhere(ctx context.Context, r IdentityReader, f Factor, mine []Handle) (bool, error) {
+// LinkedElsewhere reports whether an identity other than those in mine
+// has f linked (proven or claimed) at now. Linking a factor that is
+// linked elsewhere is refused, and a key-carried link to it not recorded.
+func LinkedElsewhere(ctx context.Context, r IdentityReader, f Factor, mine []Handle, now time.Time) (bool, error) {
 	handles, err := r.FactorHandles(ctx, f)
 	if err != nil {
 		return false, err
@@ -477,7 +478,7 @@ func (s *Service) linkedElsewhere(ctx context.Context, r IdentityReader, f Facto
 		if err != nil {
 			return false, err
 		}
-		if Assess(other, recs, s.now()).Linked(f) {
+		if Assess(other, recs, now).Linked(f) {
 			return true, nil
 		}
 	}
@@ -533,7 +534,7 @@ func (s *Service) syncKeyLinks(ctx context.Context, tx Tx, f Factor, key []byte,
 	kept := map[int64]bool{}
 	for _, l := range links {
 		if l.Method == MethodPGPAuthSubkey {
-			taken, err := s.linkedElsewhere(ctx, tx, l.To, owners)
+			taken, err := LinkedElsewhere(ctx, tx, l.To, owners, now)
 			if err != nil {
 				return err
 			}

@@ -133,31 +133,6 @@ func emailRecord(server string, h identity.Handle, l *loginData, now time.Time) 
 	}
 }
 
-// linkedElsewhere reports whether f is linked (proven or claimed) to
-// another identity than h.
-func linkedElsewhere(ctx context.Context, r identity.IdentityReader, h identity.Handle, f identity.Factor, now time.Time) (bool, error) {
-	handles, err := r.FactorHandles(ctx, f)
-	if err != nil {
-		return false, err
-	}
-	for _, other := range handles {
-		if other == h {
-			continue
-		}
-		_, recs, err := r.IdentityRecords(ctx, other)
-		if errors.Is(err, identity.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if identity.Assess(other, recs, now).Linked(f) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // hasEmailRecord reports whether recs hold an unrevoked-in-effect
 // oidc.email-verified record of account for email.
 func hasEmailRecord(recs []identity.Evidence, account, email identity.Factor) bool {
@@ -177,7 +152,7 @@ func (h *Handler) claimWithLogin(ctx context.Context, handle identity.Handle, l 
 	server := h.deps.Identities.Server()
 	return h.deps.Store.Update(ctx, func(ctx context.Context, tx identity.Tx) error {
 		now := h.now().UTC()
-		if elsewhere, err := linkedElsewhere(ctx, tx, handle, acct, now); err != nil {
+		if elsewhere, err := identity.LinkedElsewhere(ctx, tx, acct, []identity.Handle{handle}, now); err != nil {
 			return err
 		} else if elsewhere {
 			return identity.Refuse(identity.CodeFactorLinked, "this account is already linked to another identity")
@@ -220,7 +195,7 @@ func (h *Handler) linkAccount(ctx context.Context, handle identity.Handle, by, l
 		if !a.Proven(by.account()) {
 			return identity.Refuse(identity.CodeNotProven, "the account you are logged in with is no longer linked to %q: log in again", handle)
 		}
-		if elsewhere, err := linkedElsewhere(ctx, tx, handle, acct, now); err != nil {
+		if elsewhere, err := identity.LinkedElsewhere(ctx, tx, acct, []identity.Handle{handle}, now); err != nil {
 			return err
 		} else if elsewhere {
 			return identity.Refuse(identity.CodeFactorLinked, "this account is linked to another identity: log in with it and unlink it there first")
