@@ -35,6 +35,10 @@ type Config struct {
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// PostgresUser runs the embedded cluster when Kith runs as root.
 	PostgresUser string `toml:"postgres_user"`
+	// ChallengesPerMinute caps how many identity challenges one client IP
+	// may ask for a minute; negative means no cap (behind a proxy that
+	// hides client addresses, cap there instead).
+	ChallengesPerMinute int `toml:"challenges_per_minute"`
 	// Recon is the [recon] section: SKS set reconciliation with peers.
 	Recon ReconConfig `toml:"recon"`
 	// Web is the [web] section: sessions and cookies of the pages.
@@ -92,12 +96,13 @@ type ReconPeer struct {
 // defaultConfig returns the settings that apply when nothing says otherwise.
 func defaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:11371",
-		DataDir:         "./kith-data",
-		LogFormat:       "text",
-		LogLevel:        "info",
-		ShutdownTimeout: Duration(30 * time.Second),
-		PostgresUser:    "postgres",
+		Listen:              "127.0.0.1:11371",
+		DataDir:             "./kith-data",
+		LogFormat:           "text",
+		LogLevel:            "info",
+		ShutdownTimeout:     Duration(30 * time.Second),
+		PostgresUser:        "postgres",
+		ChallengesPerMinute: 30,
 		Recon: ReconConfig{
 			Listen:   "127.0.0.1:11370",
 			Interval: Duration(60 * time.Second),
@@ -153,6 +158,7 @@ func settings() []setting {
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*stringValue)(&c.PostgresUser) }},
+		{"challenges_per_minute", "identity challenges one client IP may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*intValue)(&c.ChallengesPerMinute) }},
 		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*stringValue)(&c.Recon.Listen) }},
 		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Recon.Interval) }},
 		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionLifetime) }},
@@ -314,6 +320,9 @@ func (c Config) validate() error {
 	if c.Recon.Interval <= 0 {
 		return errors.New("setting recon.interval: must be positive")
 	}
+	if c.ChallengesPerMinute == 0 {
+		return errors.New("setting challenges_per_minute: must not be 0 (negative means no cap)")
+	}
 	if c.Web.SessionLifetime <= 0 {
 		return errors.New("setting web.session_lifetime: must be positive")
 	}
@@ -348,6 +357,18 @@ type stringValue string
 
 func (v *stringValue) String() string     { return string(*v) }
 func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+type intValue int
+
+func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
+func (v *intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	*v = intValue(n)
+	return nil
+}
 
 type boolValue bool
 

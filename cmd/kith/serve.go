@@ -57,7 +57,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
-	ids := api.NewHandler(ctx, api.Options{Store: st, Server: "Kith <" + cfg.publicURL() + ">", Logger: log.With("component", "api")})
+	ids := api.NewHandler(ctx, api.Options{Store: st, Server: "Kith <" + cfg.publicURL() + ">",
+		ChallengesPerMinute: cfg.ChallengesPerMinute, Logger: log.With("component", "api")})
 	// Every changed key refreshes the links it implies (auth subkeys) for
 	// the identities that proved it.
 	keyStore := &syncingKeyStore{Store: st.Store, sync: ids.Service().SyncKey, log: log}

@@ -46,6 +46,10 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheSize bounds the number of cached handles; zero means 100,000.
 	CacheSize int
+	// ChallengesPerMinute is how many challenges one client IP may ask
+	// for a minute, after a burst of as many; zero means 30, negative
+	// means no limit.
+	ChallengesPerMinute int
 }
 
 // Handler serves the API. Make one with NewHandler.
@@ -56,9 +60,13 @@ type Handler struct {
 	now      func() time.Time
 	ttl      time.Duration
 	cache    *cache
+	limit    *limiter // nil: no limit
 	mux      *http.ServeMux
 	maxAgeHV string
 }
+
+// defaultChallengesPerMinute is the default challenge rate per client.
+const defaultChallengesPerMinute = 30
 
 // maxBody bounds a request body: statements and signatures are a few KiB.
 const maxBody = 256 << 10
@@ -88,6 +96,12 @@ func NewHandler(ctx context.Context, opts Options) *Handler {
 		svc: svc, keys: opts.Store, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
 		cache:    newCache(opts.CacheSize),
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
+	}
+	switch {
+	case opts.ChallengesPerMinute == 0:
+		h.limit = newLimiter(defaultChallengesPerMinute, defaultChallengesPerMinute, opts.Now)
+	case opts.ChallengesPerMinute > 0:
+		h.limit = newLimiter(opts.ChallengesPerMinute, opts.ChallengesPerMinute, opts.Now)
 	}
 	if w, ok := opts.Store.(Watcher); ok {
 		go h.watch(ctx, w)

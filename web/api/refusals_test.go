@@ -130,3 +130,19 @@ func TestChallengeRefusals(t *testing.T) {
 func claim(statement, sig string) api.ClaimRequest {
 	return api.ClaimRequest{SignedStatement: api.SignedStatement{Statement: statement, Signature: sig}}
 }
+
+// TestChallengesAreRateLimitedPerClient: one client cannot fill the
+// challenge table; past the limit it gets 429 with a clear code.
+func TestChallengesAreRateLimitedPerClient(t *testing.T) {
+	k := newKith(t)
+	key := newSSHKey(t, t.TempDir(), "ed25519")
+	req := api.ChallengeRequest{Handle: "alice", Factor: key.pub, Purpose: "claim"}
+	for i := range 30 {
+		if st, code := k.call("POST", "/api/v1/challenges", req, nil); st != 201 {
+			t.Fatalf("challenge %d: %d %s", i+1, st, code)
+		}
+	}
+	if st, code := k.call("POST", "/api/v1/challenges", req, nil); st != 429 || code != "rate_limited" {
+		t.Fatalf("challenge 31: %d %s, want 429 rate_limited", st, code)
+	}
+}
