@@ -228,11 +228,9 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 		res.Reason = "the key store failed; try again later"
 		return res
 	}
+	// The store's key-change hook (keysChangedHere) has dropped the
+	// answers the change outdates on this node before AddKey returned.
 	res.Result = change.String()
-	if change != identity.KeyUnchanged {
-		// This node's answers change now, before the notification.
-		h.cache.invalidate(applied.Fingerprint(), termsOfKey(applied))
-	}
 	return res
 }
 

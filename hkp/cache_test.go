@@ -173,6 +173,9 @@ type blockingStore struct {
 	key     identity.StoredKey
 }
 
+// OnKeysChanged takes no hook: nothing writes through a blockingStore.
+func (s *blockingStore) OnKeysChanged(func(context.Context, []*pgp.Key)) {}
+
 func (s *blockingStore) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
 	s.entered <- struct{}{}
 	<-s.release

@@ -38,6 +38,10 @@ type Store interface {
 	// (no fingerprint) means changes may have been missed; the Handler then
 	// drops its whole cache.
 	ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error
+	// OnKeysChanged has fn called with every key a write through this
+	// store changed, after it commits and before the write returns,
+	// whichever frontend wrote.
+	OnKeysChanged(fn func(ctx context.Context, changed []*pgp.Key))
 }
 
 // Defaults for the zero Options fields.
@@ -154,9 +158,19 @@ func NewHandler(store Store, opts Options) *Handler {
 	}
 	h.cache = newCache(opts.CacheSize, opts.CacheTTL, opts.Now, h.metrics)
 	h.stats = &statsCache{ttl: opts.StatsTTL}
+	store.OnKeysChanged(h.keysChangedHere)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h
+}
+
+// keysChangedHere drops this node's answers that keys written on this
+// node outdate, before the write that changed them answers: read your
+// own writes, whatever path (HKP, the pages, recon) wrote.
+func (h *Handler) keysChangedHere(_ context.Context, changed []*pgp.Key) {
+	for _, k := range changed {
+		h.cache.invalidate(k.Fingerprint(), termsOfKey(k))
+	}
 }
 
 // routes are the patterns the Handler serves, as Register adds them.

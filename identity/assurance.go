@@ -24,11 +24,15 @@ const (
 	LevelExpired
 	// LevelClaimed: a proven factor or a key names it, but its
 	// possession is not proven (an email in a self-signed user ID, an SSH
-	// key a proven factor added without the key's own signature).
+	// key a proven factor added without the key's own signature, an
+	// OpenPGP authentication subkey the SSH key did not sign). Anyone can
+	// make a claim from public data: claims are shown as such, never
+	// served as keys, and never keep the factor's holder from proving it.
 	LevelClaimed
-	// LevelProven: possession proven by a signature or a login and
-	// authorised by the identity, or implied by a proven key (an OpenPGP
-	// authentication subkey), and neither revoked nor expired.
+	// LevelProven: possession proven by the factor's own signature or
+	// login, and authorised by the identity (a proven factor's signed
+	// consent, or a binding by a proven OpenPGP key), and neither revoked
+	// nor expired.
 	LevelProven
 )
 
@@ -118,11 +122,19 @@ type linkState struct {
 	proven  int64 // possession record that made it proven, 0 if not
 	authz   int64 // authorisation record since the last revocation, 0 if none
 	revoked int64 // latest revocation record, 0 if none
-	expires time.Time
-	label   string
-	records []int64
+	// revokedSince: the identity revoked the link and has not authorised
+	// it again since; nothing a key carries brings it back.
+	revokedSince bool
+	// possession is the latest possession record (a challenge by the
+	// factor with purpose add) since the last revocation, 0 if none: with
+	// a key-carried claim from a proven key it proves the factor.
+	possession int64
+	expires    time.Time
+	label      string
+	records    []int64
 	// implied links (auth subkey, user ID email): the record and parent
 	implied       int64
+	impliedMethod Method
 	impliedParent Factor
 	impliedExp    time.Time
 	impliedLabel  string
@@ -139,14 +151,19 @@ type linkState struct {
 //     that point, authorises To: To is claimed.
 //   - One linking From to the identity with purpose add makes From proven
 //     if From was authorised since its last revocation; otherwise it
-//     links nothing.
+//     records possession, which proves a key-carried claim (below).
 //   - A revocation naming the identity and To, signed by a factor proven
-//     at that point, revokes To: proven, authorisation and implied links
-//     older than the revocation stop counting. A revocation without a
-//     handle revokes the key-carried record it names.
-//   - A key-carried record (pgp.auth-subkey, pgp.uid-selfsig) from an
-//     OpenPGP key P implies its To: an auth subkey's SSH key is proven
-//     while P is proven and claimed while P is claimed; a user ID's email
+//     at that point, revokes To: proven, authorisation and possession end,
+//     and no key-carried record counts for To until the identity
+//     authorises To again with a new signed statement. A revocation
+//     without a handle revokes the key-carried record it names.
+//   - A key-carried record (pgp.auth-subkey, pgp.auth-subkey-signed,
+//     pgp.uid-selfsig) from an OpenPGP key P is a claim: anyone can bind
+//     a public SSH key or write an email into a key of their own. Its To
+//     is claimed while P is proven or claimed. An SSH key is proven
+//     through P only when P is proven and the SSH key itself signed:
+//     the binding embeds its signature (pgp.auth-subkey-signed), or it
+//     signed a possession challenge for this identity. A user ID's email
 //     is only ever claimed.
 //   - A record whose Expires is not after now has expired.
 func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
@@ -190,7 +207,7 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 				to := get(e.To)
 				to.records = append(to.records, e.Seq)
 				if e.Purpose == PurposeAdd && isProven(e.From) && !expired(e.Expires) {
-					to.authz = e.Seq
+					to.authz, to.revokedSince = e.Seq, false
 					if to.label == "" {
 						to.label = e.Label
 					}
@@ -206,6 +223,11 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 					if e.Label != "" {
 						from.label = e.Label
 					}
+				} else if !from.revokedSince && !expired(e.Expires) {
+					from.possession = e.Seq
+					if e.Label != "" {
+						from.label = e.Label
+					}
 				}
 			}
 		case e.Handle == h && e.Method == MethodRevocation:
@@ -215,11 +237,11 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 			}
 			to := get(e.To)
 			to.records = append(to.records, e.Seq)
-			to.proven, to.authz, to.revoked = 0, 0, e.Seq
-		case e.Handle == "" && (e.Method == MethodPGPAuthSubkey || e.Method == MethodPGPUIDSelfSig):
+			to.proven, to.authz, to.possession, to.revoked, to.revokedSince = 0, 0, 0, e.Seq, true
+		case e.Handle == "" && e.Method.KeyCarried():
 			to := get(e.To)
 			to.records = append(to.records, e.Seq)
-			to.implied, to.impliedParent, to.impliedExp, to.impliedLabel = e.Seq, e.From, e.Expires, e.Label
+			to.implied, to.impliedMethod, to.impliedParent, to.impliedExp, to.impliedLabel = e.Seq, e.Method, e.From, e.Expires, e.Label
 		case e.Handle == "" && e.Method == MethodRevocation:
 			if r := byseq[e.Revokes]; r != nil && !r.To.IsZero() {
 				if s := states[string(r.To.Kind)+" "+r.To.Value]; s != nil && s.implied == r.Seq {
@@ -246,22 +268,24 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 		case s.revoked != 0:
 			st.Level, st.Via = LevelRevoked, []int64{s.revoked}
 		}
-		// A link the key carries itself, if it is newer than any
-		// revocation in this identity, can only raise the level.
-		if s.implied != 0 && s.implied > s.revoked {
-			lvl := LevelNone
+		// A link the key carries itself counts unless the identity revoked
+		// it, and can only raise the level.
+		if s.implied != 0 && !s.revokedSince {
+			lvl, via := LevelNone, []int64{s.implied}
 			parent := states[string(s.impliedParent.Kind)+" "+s.impliedParent.Value]
 			switch {
 			case expired(s.impliedExp):
 				lvl = LevelExpired
 			case parent == nil:
-			case s.f.Kind == KindSSH && isProven(s.impliedParent):
+			case s.f.Kind == KindSSH && isProven(s.impliedParent) && s.impliedMethod == MethodPGPAuthSubkeySigned:
 				lvl = LevelProven
+			case s.f.Kind == KindSSH && isProven(s.impliedParent) && s.possession != 0:
+				lvl, via = LevelProven, []int64{s.implied, s.possession}
 			case parent.proven != 0 && !expired(parent.expires) || parent.authz != 0:
 				lvl = LevelClaimed
 			}
 			if lvl > st.Level {
-				st.Level, st.Via, st.Parent = lvl, []int64{s.implied}, s.impliedParent
+				st.Level, st.Via, st.Parent = lvl, via, s.impliedParent
 				if st.Label == "" || s.proven == 0 {
 					st.Label = s.impliedLabel
 				}

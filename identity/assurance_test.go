@@ -46,11 +46,50 @@ func TestAssessAppliesTheRules(t *testing.T) {
 			{Seq: 1, Method: MethodSSHChallenge, Purpose: PurposeClaim, Handle: "a", From: k1},
 			{Seq: 2, Method: MethodRevocation, Purpose: PurposeRevoke, Handle: "a", From: stranger, To: k1, Revokes: 1},
 		}, map[string]Level{"k1": LevelProven}},
-		{"auth subkey follows its key; email is only a claim", []Evidence{
+		{"an auth subkey the SSH key did not sign and an email are only claims", []Evidence{
 			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
 			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},
 			{Seq: 3, Method: MethodPGPUIDSelfSig, From: pgpKey, To: mail},
-		}, map[string]Level{"AB": LevelProven, "sub": LevelProven, "a@example.org": LevelClaimed}},
+		}, map[string]Level{"AB": LevelProven, "sub": LevelClaimed, "a@example.org": LevelClaimed}},
+		{"an auth subkey whose binding the SSH key signed follows its key", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkeySigned, From: pgpKey, To: sub},
+		}, map[string]Level{"AB": LevelProven, "sub": LevelProven}},
+		{"an auth subkey is proven by the SSH key's own challenge", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},
+			{Seq: 3, Method: MethodSSHChallenge, Purpose: PurposeAdd, Handle: "a", From: sub},
+		}, map[string]Level{"sub": LevelProven}},
+		{"a possession challenge before the key carries the subkey also counts", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodSSHChallenge, Purpose: PurposeAdd, Handle: "a", From: sub},
+			{Seq: 3, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},
+		}, map[string]Level{"sub": LevelProven}},
+		{"a proven auth subkey ends when the key stops carrying it", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},
+			{Seq: 3, Method: MethodSSHChallenge, Purpose: PurposeAdd, Handle: "a", From: sub},
+			{Seq: 4, Method: MethodRevocation, From: pgpKey, To: sub, Revokes: 2},
+		}, map[string]Level{"sub": LevelNone}},
+		{"the identity's revocation wins over a newer key-carried record", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkeySigned, From: pgpKey, To: sub},
+			{Seq: 3, Method: MethodRevocation, Purpose: PurposeRevoke, Handle: "a", From: pgpKey, To: sub, Revokes: 2},
+			{Seq: 4, Method: MethodRevocation, From: pgpKey, To: sub, Revokes: 2},
+			{Seq: 5, Method: MethodPGPAuthSubkeySigned, From: pgpKey, To: sub},
+			{Seq: 6, Method: MethodSSHChallenge, Purpose: PurposeAdd, Handle: "a", From: sub},
+		}, map[string]Level{"sub": LevelRevoked}},
+		{"a new signed consent after the revocation brings the link back", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},
+			{Seq: 3, Method: MethodRevocation, Purpose: PurposeRevoke, Handle: "a", From: pgpKey, To: sub, Revokes: 2},
+			{Seq: 4, Method: MethodPGPChallenge, Purpose: PurposeAdd, Handle: "a", From: pgpKey, To: sub},
+		}, map[string]Level{"sub": LevelClaimed}},
+		{"a stranger's key carrying the SSH key claims it at most", []Evidence{
+			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
+			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: k1},
+			{Seq: 3, Method: MethodSSHChallenge, Purpose: PurposeClaim, Handle: "b", From: k1},
+		}, map[string]Level{"k1": LevelClaimed}},
 		{"auth subkey of a revoked key is not proven", []Evidence{
 			{Seq: 1, Method: MethodPGPChallenge, Purpose: PurposeClaim, Handle: "a", From: pgpKey},
 			{Seq: 2, Method: MethodPGPAuthSubkey, From: pgpKey, To: sub},

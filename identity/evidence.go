@@ -27,6 +27,12 @@ const (
 	// subkey packet; Signature: the binding signature packet; SignerKey:
 	// the key.
 	MethodPGPAuthSubkey Method = "pgp.auth-subkey"
+	// MethodPGPAuthSubkeySigned: as MethodPGPAuthSubkey, and the binding
+	// embeds a signature by the subkey itself (a primary-key binding
+	// signature): the SSH key's holder made the binding too, so it proves
+	// possession. Statement, Signature and SignerKey as for
+	// MethodPGPAuthSubkey.
+	MethodPGPAuthSubkeySigned Method = "pgp.auth-subkey-signed"
 	// MethodPGPChallenge: the holder of the OpenPGP key signed a challenge
 	// statement (cleartext or detached signature).
 	MethodPGPChallenge Method = "pgp.challenge"
@@ -47,6 +53,12 @@ const (
 	// server when the key stopped carrying them.
 	MethodRevocation Method = "revocation"
 )
+
+// KeyCarried reports whether m is a link an OpenPGP key carries itself
+// (recorded without an identity, from the key's own packets).
+func (m Method) KeyCarried() bool {
+	return m == MethodPGPAuthSubkey || m == MethodPGPAuthSubkeySigned || m == MethodPGPUIDSelfSig
+}
 
 // Purpose is what a signed statement asks for.
 type Purpose string

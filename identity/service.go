@@ -1,7 +1,11 @@
-// service.go: the identity operations every frontend shares (the JSON API
-// now, OpenID Connect login later): issuing challenges, claiming a handle,
-// adding and revoking factors, and the lookups. Each write is one store
-// transaction: a refusal writes nothing.
+// service.go: the one authority for identity writes. Every frontend (the
+// JSON API, the pages and their OpenID Connect logins, the key upload
+// paths) changes identities only through a Service: issuing challenges,
+// claiming a handle, adding and revoking factors, logins, deletion, and
+// refreshing the links a changed key carries. Each write is one store
+// transaction: a refusal writes nothing. After a write commits, the
+// Service tells its subscribers (this node's caches) which identities
+// changed before it returns, so the writer reads its own write.
 
 package identity
 
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -36,6 +41,9 @@ type Service struct {
 	server   string
 	now      func() time.Time
 	rand     io.Reader
+
+	mu   sync.Mutex
+	subs []func(ctx context.Context, handles []Handle)
 }
 
 // NewService returns a Service.
@@ -56,25 +64,44 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 // Server returns the server name statements carry.
 func (s *Service) Server() string { return s.server }
 
-// Proof is a signature over a statement by a factor, or a session's word
-// for it.
+// Subscribe has fn called after every write the Service commits, before
+// the write returns, with the handles of the identities it changed (nil:
+// any identity may have changed). A cache on this node drops its answers
+// for them, so that whoever made the write reads it back at once.
+func (s *Service) Subscribe(fn func(ctx context.Context, handles []Handle)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = append(s.subs, fn)
+}
+
+// changed tells the subscribers that handles changed.
+func (s *Service) changed(ctx context.Context, handles ...Handle) {
+	s.mu.Lock()
+	subs := slices.Clone(s.subs)
+	s.mu.Unlock()
+	for _, fn := range subs {
+		fn(ctx, handles)
+	}
+}
+
+// update runs fn in one store transaction and, when it commits, tells the
+// subscribers that handle changed.
+func (s *Service) update(ctx context.Context, handle Handle, fn func(ctx context.Context, tx Tx) error) error {
+	if err := s.store.Update(ctx, fn); err != nil {
+		return err
+	}
+	s.changed(ctx, handle)
+	return nil
+}
+
+// Proof is a signature over a statement by a factor.
 type Proof struct {
 	// Factor is who signed. For an SSH key it must carry the key blob.
 	// Zero means the statement's own factor.
 	Factor Factor
 	// Signature is an armored SSHSIG for an SSH key; a cleartext-signed
-	// statement or a detached signature for an OpenPGP key; for a
-	// session, the token that authenticated it.
+	// statement or a detached signature for an OpenPGP key.
 	Signature []byte
-	// Session is set by a caller that has itself authenticated Factor
-	// (an OpenID Connect login): the service then checks no signature and
-	// records Signature as the token, with method oidc.login. Only code,
-	// never a request, may set it.
-	Session bool
-	// SignerKey, with Session, is the provider's public key (a JWK) that
-	// verified the token, recorded so that the token can be re-checked
-	// offline.
-	SignerKey []byte
 }
 
 // IssueChallenge issues a statement for purpose, naming the handle and the
@@ -103,11 +130,7 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("identity: issue challenge: %w", err)
 	}
-	nonce := make([]byte, NonceSize)
-	if _, err := io.ReadFull(s.rand, nonce); err != nil {
-		return nil, fmt.Errorf("identity: issue challenge: nonce: %w", err)
-	}
-	c, err := NewChallenge(s.server, purpose, h, f, nonce, s.now())
+	c, err := s.newChallenge(purpose, h, f, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("identity: issue challenge: %w", err)
 	}
@@ -115,6 +138,15 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 		return nil, fmt.Errorf("identity: issue challenge: %w", err)
 	}
 	return c, nil
+}
+
+// newChallenge renders a statement with a fresh nonce.
+func (s *Service) newChallenge(purpose Purpose, h Handle, f Factor, now time.Time) (*Challenge, error) {
+	nonce := make([]byte, NonceSize)
+	if _, err := io.ReadFull(s.rand, nonce); err != nil {
+		return nil, fmt.Errorf("nonce: %w", err)
+	}
+	return NewChallenge(s.server, purpose, h, f, nonce, now)
 }
 
 func checkHandle(handle string) (Handle, error) {
@@ -171,12 +203,6 @@ func (s *Service) verify(ctx context.Context, p Proof, want Factor, statement []
 	if len(p.Signature) == 0 {
 		return verified{}, Refuse(CodeBadSignature, "no signature by %s", f)
 	}
-	if p.Session {
-		if f.Kind != KindOIDC {
-			return verified{}, Refuse(CodeUnsupported, "a session proves only an OpenID Connect account")
-		}
-		return verified{factor: f, method: MethodOIDCLogin, signature: p.Signature, signerKey: p.SignerKey}, nil
-	}
 	switch f.Kind {
 	case KindSSH:
 		if err := s.verifier.VerifySSH(ctx, f.Data, statement, p.Signature); err != nil {
@@ -191,6 +217,24 @@ func (s *Service) verify(ctx context.Context, p Proof, want Factor, statement []
 		return verified{factor: f, method: MethodPGPChallenge, signature: p.Signature, signerKey: key}, nil
 	}
 	return verified{}, Refuse(CodeUnsupported, "a %s factor cannot sign a statement", f.Kind)
+}
+
+// verifyLogin re-checks a login a frontend completed: its ID token must
+// verify with the JWK it names and be about its account.
+func (s *Service) verifyLogin(ctx context.Context, l Login) (verified, error) {
+	if l.Account.Kind != KindOIDC {
+		return verified{}, Refuse(CodeBadFactor, "a login is by an OpenID Connect account, not %s", l.Account)
+	}
+	if err := l.Account.Validate(); err != nil {
+		return verified{}, RefuseErr(CodeBadFactor, err, "bad account")
+	}
+	if !l.Email.IsZero() && (l.Email.Kind != KindEmail || l.Email.Validate() != nil) {
+		return verified{}, Refuse(CodeBadFactor, "bad verified email %s", l.Email)
+	}
+	if err := s.verifier.VerifyLogin(ctx, l); err != nil {
+		return verified{}, asRefusal(err, CodeBadSignature, "the login's ID token")
+	}
+	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey}, nil
 }
 
 // asRefusal keeps a refusal's code, and makes any other error one with
@@ -263,20 +307,13 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 		return Identity{}, err
 	}
 	var id Identity
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	err = s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
 			return err
 		}
-		if err := s.checkFree(ctx, tx, c.Handle, v.factor); err != nil {
-			return err
-		}
 		var err error
-		id, err = tx.CreateIdentity(ctx, c.Handle, now)
-		if errors.Is(err, ErrHandleTaken) {
-			return Refuse(CodeHandleTaken, "handle %q is taken", c.Handle)
-		}
-		if err != nil {
+		if id, err = s.create(ctx, tx, c.Handle, v.factor, now); err != nil {
 			return err
 		}
 		if err := tx.Append(ctx, record(v, c, Factor{}, req.Statement, req.Label, now)); err != nil {
@@ -290,6 +327,19 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 	return id, nil
 }
 
+// create creates the identity h in tx, for its first factor f, which no
+// other identity may have proven.
+func (s *Service) create(ctx context.Context, tx Tx, h Handle, f Factor, now time.Time) (Identity, error) {
+	if err := s.checkFree(ctx, tx, h, f); err != nil {
+		return Identity{}, err
+	}
+	id, err := tx.CreateIdentity(ctx, h, now)
+	if errors.Is(err, ErrHandleTaken) {
+		return Identity{}, Refuse(CodeHandleTaken, "handle %q is taken", h)
+	}
+	return id, err
+}
+
 // AddRequest links a factor to an identity.
 type AddRequest struct {
 	// Statement is the issued add statement naming the handle and the
@@ -299,8 +349,9 @@ type AddRequest struct {
 	// Without it the factor is only claimed until a later add brings it.
 	New *Proof
 	// By is the signature over Statement by a factor proven for the
-	// identity (or a session for one): the identity's consent. It may be
-	// left out only when the factor was claimed (authorised) before.
+	// identity: the identity's consent. It may be left out only when the
+	// factor is claimed for the identity already (a proven factor or a
+	// proven key's binding authorised it).
 	By *Proof
 	// Label is shown with the factor (an SSH key's comment).
 	Label string
@@ -317,12 +368,7 @@ func (s *Service) Add(ctx context.Context, req AddRequest) error {
 	if req.New == nil && req.By == nil {
 		return Refuse(CodeBadRequest, "an add needs the new factor's signature, a proven factor's, or both")
 	}
-	var nv, bv verified
-	if req.New != nil {
-		if nv, err = s.verify(ctx, *req.New, c.Factor, req.Statement); err != nil {
-			return err
-		}
-	}
+	var by *verified
 	if req.By != nil {
 		if req.By.Factor.IsZero() {
 			return Refuse(CodeBadRequest, "the authorising proof must name its factor")
@@ -330,50 +376,93 @@ func (s *Service) Add(ctx context.Context, req AddRequest) error {
 		if req.By.Factor.Same(c.Factor) {
 			return Refuse(CodeNotProven, "a factor cannot authorise itself")
 		}
-		if bv, err = s.verify(ctx, *req.By, Factor{}, req.Statement); err != nil {
+		bv, err := s.verify(ctx, *req.By, Factor{}, req.Statement)
+		if err != nil {
 			return err
 		}
+		by = &bv
 	}
+	return s.add(ctx, c, req.Statement, req.New, by, req.Label)
+}
+
+// SessionAddRequest links a factor to a logged-in session's identity.
+type SessionAddRequest struct {
+	// Statement is the issued add statement, as signed by New.
+	Statement []byte
+	// New is the new factor's signature over Statement, or nil to only
+	// claim the factor.
+	New *Proof
+	// Session is the login of the session that consents.
+	Session Login
+	// Label is shown with the factor.
+	Label string
+}
+
+// AddWithSession is Add with a logged-in session's consent instead of a
+// proven factor's signature: the login's ID token is recorded as the
+// consent (oidc.login), after the Verifier re-checks it.
+func (s *Service) AddWithSession(ctx context.Context, req SessionAddRequest) error {
+	c, err := s.statement(req.Statement, PurposeAdd)
+	if err != nil {
+		return err
+	}
+	if req.Session.Account.Same(c.Factor) {
+		return Refuse(CodeNotProven, "a factor cannot authorise itself")
+	}
+	bv, err := s.verifyLogin(ctx, req.Session)
+	if err != nil {
+		return err
+	}
+	return s.add(ctx, c, req.Statement, req.New, &bv, req.Label)
+}
+
+// add records an add: by's consent (nil: none) and the new factor's
+// possession (nil: none).
+func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newProof *Proof, by *verified, label string) error {
+	var nv verified
 	var links []KeyLink
 	var keyBytes []byte
-	if req.New != nil {
+	if newProof != nil {
+		var err error
+		if nv, err = s.verify(ctx, *newProof, c.Factor, statement); err != nil {
+			return err
+		}
 		if links, keyBytes, err = s.keyLinks(ctx, nv.factor); err != nil {
 			return err
 		}
 	}
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	err := s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
 		now := s.now()
-		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
-		_, recs, err := tx.IdentityRecords(ctx, c.Handle)
-		if errors.Is(err, ErrNotFound) {
-			return Refuse(CodeUnknownIdentity, "no identity has handle %q", c.Handle)
-		}
+		a, err := s.assess(ctx, tx, c.Handle, now)
 		if err != nil {
 			return err
 		}
-		a := Assess(c.Handle, recs, now)
 		st, _ := a.Status(c.Factor)
 		if st.Level == LevelProven {
 			return Refuse(CodeAlreadyLinked, "%s is already proven for %q", c.Factor, c.Handle)
 		}
-		if req.By != nil && !a.Proven(bv.factor) {
-			return Refuse(CodeNotProven, "%s is not a proven factor of %q", bv.factor, c.Handle)
+		if by != nil && !a.Proven(by.factor) {
+			return Refuse(CodeNotProven, "%s is not a proven factor of %q", by.factor, c.Handle)
 		}
-		if req.By == nil && (st.Level != LevelClaimed || !st.Parent.IsZero()) {
+		if by == nil && st.Level != LevelClaimed {
 			return Refuse(CodeNotAuthorized, "no proven factor of %q has authorised %s: sign the statement with one too", c.Handle, c.Factor)
+		}
+		if by == nil && !st.Parent.IsZero() && !a.Proven(st.Parent) {
+			return Refuse(CodeNotAuthorized, "%s is only claimed through %s, which is not proven for %q", c.Factor, st.Parent, c.Handle)
 		}
 		if err := s.checkFree(ctx, tx, c.Handle, c.Factor); err != nil {
 			return err
 		}
-		if req.By != nil {
-			if err := tx.Append(ctx, record(bv, c, c.Factor, req.Statement, req.Label, now)); err != nil {
+		if by != nil {
+			if err := tx.Append(ctx, record(*by, c, c.Factor, statement, label, now)); err != nil {
 				return err
 			}
 		}
-		if req.New != nil {
-			if err := tx.Append(ctx, record(nv, c, Factor{}, req.Statement, req.Label, now)); err != nil {
+		if newProof != nil {
+			if err := tx.Append(ctx, record(nv, c, Factor{}, statement, label, now)); err != nil {
 				return err
 			}
 			return s.syncKeyLinks(ctx, tx, nv.factor, keyBytes, links, now)
@@ -381,6 +470,18 @@ func (s *Service) Add(ctx context.Context, req AddRequest) error {
 		return nil
 	})
 	return wrapOp("add", err)
+}
+
+// assess reads and assesses h's records in tx.
+func (s *Service) assess(ctx context.Context, tx Tx, h Handle, now time.Time) (*Assessment, error) {
+	_, recs, err := tx.IdentityRecords(ctx, h)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Refuse(CodeUnknownIdentity, "no identity has handle %q", h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Assess(h, recs, now), nil
 }
 
 // RevokeRequest unlinks a factor from an identity.
@@ -394,7 +495,8 @@ type RevokeRequest struct {
 }
 
 // Revoke records that the statement's factor no longer belongs to its
-// identity.
+// identity. Nothing a key carries brings the link back: only a new add
+// statement signed for the identity does.
 func (s *Service) Revoke(ctx context.Context, req RevokeRequest) error {
 	c, err := s.statement(req.Statement, PurposeRevoke)
 	if err != nil {
@@ -408,34 +510,53 @@ func (s *Service) Revoke(ctx context.Context, req RevokeRequest) error {
 	if err != nil {
 		return err
 	}
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	return s.revoke(ctx, c, req.Statement, bv)
+}
+
+// RevokeWithSession is Revoke with a logged-in session's consent: the
+// login's ID token is recorded as the revocation's proof.
+func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, session Login) error {
+	c, err := s.statement(statement, PurposeRevoke)
+	if err != nil {
+		return err
+	}
+	bv, err := s.verifyLogin(ctx, session)
+	if err != nil {
+		return err
+	}
+	return s.revoke(ctx, c, statement, bv)
+}
+
+func (s *Service) revoke(ctx context.Context, c *Challenge, statement []byte, bv verified) error {
+	err := s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
 		now := s.now()
-		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
-		_, recs, err := tx.IdentityRecords(ctx, c.Handle)
-		if errors.Is(err, ErrNotFound) {
-			return Refuse(CodeUnknownIdentity, "no identity has handle %q", c.Handle)
-		}
+		a, err := s.assess(ctx, tx, c.Handle, now)
 		if err != nil {
 			return err
 		}
-		a := Assess(c.Handle, recs, now)
 		if !a.Proven(bv.factor) {
 			return Refuse(CodeNotProven, "%s is not a proven factor of %q", bv.factor, c.Handle)
 		}
-		st, ok := a.Status(c.Factor)
-		if !ok || st.Level < LevelExpired {
+		if st, ok := a.Status(c.Factor); !ok || st.Level < LevelExpired {
 			return Refuse(CodeNotLinked, "%s is not linked to %q", c.Factor, c.Handle)
 		}
-		e := record(bv, c, c.Factor, req.Statement, "", now)
-		e.Method = MethodRevocation
-		if len(st.Via) > 0 {
-			e.Revokes = st.Via[len(st.Via)-1]
-		}
-		return tx.Append(ctx, e)
+		return tx.Append(ctx, revocation(bv, c, statement, a, now))
 	})
 	return wrapOp("revoke", err)
+}
+
+// revocation is the record of bv revoking c's factor, naming the record
+// that established its link in a.
+func revocation(bv verified, c *Challenge, statement []byte, a *Assessment, now time.Time) *Evidence {
+	e := record(bv, c, c.Factor, statement, "", now)
+	e.Method = MethodRevocation
+	if st, ok := a.Status(c.Factor); ok && len(st.Via) > 0 {
+		e.Revokes = st.Via[len(st.Via)-1]
+	}
+	return e
 }
 
 // wrapOp adds the operation to internal errors; refusals stay as they are,
@@ -447,28 +568,29 @@ func wrapOp(op string, err error) error {
 	return fmt.Errorf("identity: %s: %w", op, err)
 }
 
-// checkFree refuses f when another identity than h has it linked.
+// checkFree refuses f when another identity than h has it proven.
 func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f Factor) error {
-	taken, err := LinkedElsewhere(ctx, r, f, []Handle{h}, s.now())
+	taken, err := ProvenElsewhere(ctx, r, f, h, s.now())
 	if err != nil {
 		return err
 	}
 	if taken {
-		return Refuse(CodeFactorLinked, "%s is linked to another identity", f)
+		return Refuse(CodeFactorLinked, "%s is proven for another identity", f)
 	}
 	return nil
 }
 
-// LinkedElsewhere reports whether an identity other than those in mine
-// has f linked (proven or claimed) at now. Linking a factor that is
-// linked elsewhere is refused, and a key-carried link to it not recorded.
-func LinkedElsewhere(ctx context.Context, r IdentityReader, f Factor, mine []Handle, now time.Time) (bool, error) {
+// ProvenElsewhere reports whether an identity other than mine has f
+// proven at now. Linking a factor proven elsewhere is refused. A factor
+// only claimed elsewhere is not: anyone can claim a public key, so a claim
+// never keeps the key's holder from proving it.
+func ProvenElsewhere(ctx context.Context, r IdentityReader, f Factor, mine Handle, now time.Time) (bool, error) {
 	handles, err := r.FactorHandles(ctx, f)
 	if err != nil {
 		return false, err
 	}
 	for _, other := range handles {
-		if slices.Contains(mine, other) {
+		if other == mine {
 			continue
 		}
 		_, recs, err := r.IdentityRecords(ctx, other)
@@ -478,126 +600,11 @@ func LinkedElsewhere(ctx context.Context, r IdentityReader, f Factor, mine []Han
 		if err != nil {
 			return false, err
 		}
-		if Assess(other, recs, now).Linked(f) {
+		if Assess(other, recs, now).Proven(f) {
 			return true, nil
 		}
 	}
 	return false, nil
-}
-
-// keyLinks reads the links an OpenPGP factor's stored key carries; other
-// factors carry none.
-func (s *Service) keyLinks(ctx context.Context, f Factor) ([]KeyLink, []byte, error) {
-	if f.Kind != KindPGP {
-		return nil, nil, nil
-	}
-	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil, Refuse(CodeUnknownKey, "no OpenPGP key %s is stored: upload it first", f.Value)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("key links of %s: %w", f, err)
-	}
-	return links, key, nil
-}
-
-// syncKeyLinks brings the records the key f carries up to date with links:
-// a link not on record (or whose signature changed) is appended, and a
-// record the key no longer carries is revoked.
-func (s *Service) syncKeyLinks(ctx context.Context, tx Tx, f Factor, key []byte, links []KeyLink, now time.Time) error {
-	if f.Kind != KindPGP {
-		return nil
-	}
-	recs, err := tx.KeyRecords(ctx, f)
-	if err != nil {
-		return err
-	}
-	active := map[int64]Evidence{}
-	for _, e := range recs {
-		if e.Method == MethodPGPAuthSubkey || e.Method == MethodPGPUIDSelfSig {
-			active[e.Seq] = e
-		}
-	}
-	for _, e := range recs {
-		if e.Method == MethodRevocation {
-			delete(active, e.Revokes)
-		}
-	}
-	// An authentication subkey's binding needs no signature by the subkey:
-	// anyone can bind another person's SSH key to their own OpenPGP key.
-	// So a key-carried SSH link is recorded only while no other identity
-	// has that SSH key linked.
-	owners, err := tx.FactorHandles(ctx, f)
-	if err != nil {
-		return err
-	}
-	kept := map[int64]bool{}
-	for _, l := range links {
-		if l.Method == MethodPGPAuthSubkey {
-			taken, err := LinkedElsewhere(ctx, tx, l.To, owners, now)
-			if err != nil {
-				return err
-			}
-			if taken {
-				continue
-			}
-		}
-		found := false
-		for seq, e := range active {
-			if e.Method == l.Method && e.To.Same(l.To) && e.Expires.Equal(TruncateTime(l.Expires)) && bytes.Equal(e.Signature, l.Signature) {
-				kept[seq], found = true, true
-			}
-		}
-		if found {
-			continue
-		}
-		e := &Evidence{Method: l.Method, From: f, To: l.To, Label: l.Label, Statement: l.Statement,
-			Signature: l.Signature, SignerKey: key, Created: now, Expires: l.Expires}
-		if err := tx.Append(ctx, e); err != nil {
-			return err
-		}
-	}
-	seqs := make([]int64, 0, len(active))
-	for seq := range active {
-		if !kept[seq] {
-			seqs = append(seqs, seq)
-		}
-	}
-	slices.Sort(seqs)
-	for _, seq := range seqs {
-		e := &Evidence{Method: MethodRevocation, From: f, To: active[seq].To, Revokes: seq,
-			Label: "the key no longer carries this link", SignerKey: key, Created: now}
-		if err := tx.Append(ctx, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// SyncKey records what the stored OpenPGP key with fingerprint fp now
-// carries (new auth subkeys and user IDs, and the end of those it lost),
-// when the key is linked to some identity; otherwise it does nothing.
-// Call it after a key changes.
-func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
-	f := PGPFactor(fp)
-	handles, err := s.store.FactorHandles(ctx, f)
-	if err != nil {
-		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
-	}
-	if len(handles) == 0 {
-		return nil
-	}
-	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value)
-	if err != nil {
-		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
-	}
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		return s.syncKeyLinks(ctx, tx, f, key, links, s.now())
-	})
-	if err != nil {
-		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
-	}
-	return nil
 }
 
 // Lookup returns the identity with handle h and the assessment of its

@@ -55,6 +55,9 @@ type Tx interface {
 type Store interface {
 	IdentityReader
 	LogReader
+	// LinkedKeys returns every OpenPGP key factor that an identity's
+	// records name.
+	LinkedKeys(ctx context.Context) ([]Factor, error)
 	// SaveChallenge stores an issued challenge, to be answered once.
 	SaveChallenge(ctx context.Context, c *Challenge) error
 	// Update runs fn in one transaction holding the log's append lock:
@@ -84,11 +87,18 @@ type Verifier interface {
 	// self-signed user IDs (pgp.uid-selfsig). ErrNotFound if the key is
 	// not stored.
 	PGPKeyLinks(ctx context.Context, fingerprint string) (key []byte, links []KeyLink, err error)
+	// VerifyLogin re-checks a completed OpenID Connect login: its ID
+	// token must verify with its SigningKey, be issued by the account's
+	// issuer to its ClientID, be about the account's subject, and, when
+	// Email is set, assert that email as verified. It returns an *Error
+	// with code bad_signature when it does not.
+	VerifyLogin(ctx context.Context, l Login) error
 }
 
 // KeyLink is a link an OpenPGP key carries itself.
 type KeyLink struct {
-	// Method is MethodPGPAuthSubkey or MethodPGPUIDSelfSig.
+	// Method is MethodPGPAuthSubkey, MethodPGPAuthSubkeySigned or
+	// MethodPGPUIDSelfSig.
 	Method Method
 	// To is the SSH key or email.
 	To Factor

@@ -107,8 +107,12 @@ type Subkey struct {
 	Expires      time.Time // zero: never
 	Revoked      bool
 	Capabilities Capabilities
-	body         []byte
-	pub          *packet.PublicKey
+	// SignedBySubkey is set when the newest binding embeds a valid
+	// signature by the subkey itself (a primary-key binding signature):
+	// the subkey's holder, not only the primary key's, made the binding.
+	SignedBySubkey bool
+	body           []byte
+	pub            *packet.PublicKey
 }
 
 // KeyID32 returns the subkey's 32-bit key ID.
@@ -242,6 +246,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 			s.Expires = c.km.created.Add(time.Duration(bind.keyLifetime) * time.Second)
 		}
 		s.Capabilities = capabilities(c.km.algo, bind)
+		s.SignedBySubkey = bind != nil && bind.backSigned
 		d.Subkeys = append(d.Subkeys, s)
 	}
 	return d

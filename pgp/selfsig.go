@@ -52,6 +52,11 @@ type selfSig struct {
 	flags       uint8 // key flags, first octet
 	primaryID   bool
 	revocation  bool
+	// backSigned: a subkey binding that embeds a valid primary-key
+	// binding signature made by the subkey itself, so the subkey's holder
+	// consented to the binding (required for signing subkeys, optional
+	// for others).
+	backSigned bool
 }
 
 // sigAllowedFor reports whether a signature type belongs on a component kind.
@@ -115,10 +120,12 @@ func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []
 	if gs.FlagsValid {
 		ss.flags = flagsOf(gs)
 	}
-	if kind == kindSubkey && s.sigType == sigTypeSubkeyBind && requireBackSig && gs.FlagsValid && gs.FlagSign {
-		if err := verifyBackSig(primary, sub, gs); err != nil {
+	if kind == kindSubkey && s.sigType == sigTypeSubkeyBind {
+		err := verifyBackSig(primary, sub, gs)
+		if err != nil && requireBackSig && gs.FlagsValid && gs.FlagSign {
 			return nil, err
 		}
+		ss.backSigned = err == nil
 	}
 	return ss, nil
 }

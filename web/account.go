@@ -85,12 +85,6 @@ func (h *Handler) requireUser(w http.ResponseWriter, r *http.Request) (*session.
 	return s, l, true
 }
 
-// sessionProof is the session's word for its account, as the identity
-// service takes it: the ID token of the login that opened the session.
-func sessionProof(s *session.Session, l *loginData) *identity.Proof {
-	return &identity.Proof{Factor: s.Account, Signature: []byte(l.IDToken), Session: true, SignerKey: l.SigningKey}
-}
-
 // serveAccount shows the account page.
 func (h *Handler) serveAccount(w http.ResponseWriter, r *http.Request) {
 	s, _, ok := h.requireUser(w, r)
@@ -225,10 +219,10 @@ func (h *Handler) serveVerify(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusBadRequest, "Paste the signature first.")
 		return
 	}
-	err = h.deps.Identities.Add(r.Context(), identity.AddRequest{
+	err = h.deps.Identities.AddWithSession(r.Context(), identity.SessionAddRequest{
 		Statement: statement,
 		New:       &identity.Proof{Signature: []byte(sig)},
-		By:        sessionProof(s, l),
+		Session:   l.login(),
 		Label:     ssh.SanitizeComment(r.PostFormValue("label")),
 	})
 	if err != nil {
@@ -277,7 +271,7 @@ func (h *Handler) serveUnlink(w http.ResponseWriter, r *http.Request) {
 		h.refusal(w, r, "Not unlinked", err)
 		return
 	}
-	if err := h.deps.Identities.Revoke(ctx, identity.RevokeRequest{Statement: c.Statement, By: *sessionProof(s, l)}); err != nil {
+	if err := h.deps.Identities.RevokeWithSession(ctx, c.Statement, l.login()); err != nil {
 		h.refusal(w, r, "Not unlinked", err)
 		return
 	}

@@ -19,9 +19,9 @@
 //   - the account page (/account): factors and their evidence, linking SSH
 //     and OpenPGP keys by the identity package's challenges, linking more
 //     OpenID accounts, unlinking, sessions, and deleting the account;
-//   - the evidence of logins: oidc.login and oidc.email-verified records
-//     with the raw ID token and the provider's JWK, appended through the
-//     identity.Store (see VerifyLoginRecord for how to re-check them);
+//   - handing completed logins to the identity service, which records
+//     them (oidc.login and oidc.email-verified, with the raw ID token and
+//     the provider's JWK; identity/verify re-checks them);
 //   - "corroborated" emails: a user ID email of a linked key that a
 //     provider of the same identity verified, computed when shown.
 //

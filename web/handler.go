@@ -33,8 +33,8 @@ type KeyStore interface {
 	KeyStats(ctx context.Context) (identity.KeyStats, error)
 }
 
-// Identities is what the pages need of the identity operations
-// (*identity.Service is one).
+// Identities is what the pages need of the identity operations: the one
+// authority for identity writes (*identity.Service is it).
 type Identities interface {
 	// Server is the server name statements carry.
 	Server() string
@@ -45,12 +45,16 @@ type Identities interface {
 	WhoProves(ctx context.Context, f identity.Factor) (identity.Handle, error)
 	// IssueChallenge issues a statement to sign.
 	IssueChallenge(ctx context.Context, purpose identity.Purpose, handle string, f identity.Factor) (*identity.Challenge, error)
-	// Add links a factor; Revoke unlinks one.
-	Add(ctx context.Context, req identity.AddRequest) error
-	Revoke(ctx context.Context, req identity.RevokeRequest) error
-	// SyncKey records what a changed OpenPGP key now carries, when the
-	// key is linked to an identity.
-	SyncKey(ctx context.Context, fp []byte) error
+	// AddWithSession links a factor with a session's consent;
+	// RevokeWithSession unlinks one.
+	AddWithSession(ctx context.Context, req identity.SessionAddRequest) error
+	RevokeWithSession(ctx context.Context, statement []byte, session identity.Login) error
+	// ClaimWithLogin, LinkLogin and RecordLoginEmail record logins.
+	ClaimWithLogin(ctx context.Context, handle string, l identity.Login) (identity.Identity, error)
+	LinkLogin(ctx context.Context, h identity.Handle, by, l identity.Login) error
+	RecordLoginEmail(ctx context.Context, h identity.Handle, l identity.Login) error
+	// DeleteWithSession ends an identity.
+	DeleteWithSession(ctx context.Context, h identity.Handle, session identity.Login) (int, error)
 }
 
 // Providers is what login needs of the configured OpenID providers
@@ -72,9 +76,6 @@ type Deps struct {
 	// Identities runs the identity operations (challenges, links,
 	// lookups).
 	Identities Identities
-	// Store is the identity store, through which logins append their
-	// evidence (oidc.login, oidc.email-verified) and accounts are deleted.
-	Store identity.Store
 	// Sessions keeps the login sessions.
 	Sessions session.Store
 	// Providers are the OpenID providers people log in with; nil or empty
@@ -139,8 +140,8 @@ type Handler struct {
 // NewHandler returns the web frontend. It fails when a required
 // dependency or the CSRF key is missing.
 func NewHandler(deps Deps, opts Options) (*Handler, error) {
-	if deps.Keys == nil || deps.Identities == nil || deps.Store == nil || deps.Sessions == nil {
-		return nil, errors.New("web: new handler: Keys, Identities, Store and Sessions are required")
+	if deps.Keys == nil || deps.Identities == nil || deps.Sessions == nil {
+		return nil, errors.New("web: new handler: Keys, Identities and Sessions are required")
 	}
 	if len(opts.CSRFKey) < oidc.MinCSRFKeySize {
 		return nil, fmt.Errorf("web: new handler: the CSRF key must be at least %d bytes", oidc.MinCSRFKeySize)

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/web"
-	"github.com/kith-keyserver/kith/web/api"
 )
 
 // panickyKeys is a key store whose searches panic.
@@ -24,8 +24,8 @@ func (panickyKeys) FindKeys(context.Context, identity.KeyQuery) ([]identity.Stor
 // with a 500 page that does not show it.
 func TestPanicBecomesAnErrorPage(t *testing.T) {
 	st := pgtest.NewStore(t)
-	svc, _ := identity.NewService(st, &api.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
-	h, err := web.NewHandler(web.Deps{Keys: panickyKeys{st}, Identities: svc, Store: st, Sessions: st},
+	svc, _ := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
+	h, err := web.NewHandler(web.Deps{Keys: panickyKeys{st}, Identities: svc, Sessions: st},
 		web.Options{CSRFKey: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +49,8 @@ func TestPanicBecomesAnErrorPage(t *testing.T) {
 // TestNewHandlerRefusesShortCSRFKey: the CSRF key must be 32 bytes or more.
 func TestNewHandlerRefusesShortCSRFKey(t *testing.T) {
 	st := pgtest.NewStore(t)
-	svc, _ := identity.NewService(st, &api.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
-	if _, err := web.NewHandler(web.Deps{Keys: st, Identities: svc, Store: st, Sessions: st}, web.Options{CSRFKey: make([]byte, 16)}); err == nil {
+	svc, _ := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
+	if _, err := web.NewHandler(web.Deps{Keys: st, Identities: svc, Sessions: st}, web.Options{CSRFKey: make([]byte, 16)}); err == nil {
 		t.Fatal("a 16-byte CSRF key was accepted")
 	}
 }

@@ -26,12 +26,12 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
 	"github.com/kith-keyserver/kith/web"
-	"github.com/kith-keyserver/kith/web/api"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -114,7 +114,7 @@ func newSite(t *testing.T, opts web.Options) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = identity.NewService(s.store, &api.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server})
+	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func newSite(t *testing.T, opts web.Options) *site {
 	}
 	opts.Logger = log
 	s.web, err = web.NewHandler(web.Deps{
-		Keys: s.store, Identities: s.svc, Store: s.store, Sessions: s.store, Providers: providers,
+		Keys: s.store, Identities: s.svc, Sessions: s.store, Providers: providers,
 	}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -402,11 +402,6 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 		return res
 	}
 	res.Result = change.String()
-	if change != identity.KeyUnchanged {
-		if err := h.deps.Identities.SyncKey(ctx, applied.Fingerprint()); err != nil {
-			h.log.WarnContext(ctx, "web: upload: sync key links", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
-		}
-	}
 	return res
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web"
 )
 
@@ -50,7 +51,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 		t.Fatalf("log after the claim: %+v", recs)
 	}
 	for _, e := range recs {
-		c, err := web.VerifyLoginRecord(&e)
+		c, err := verify.LoginRecord(&e)
 		if err != nil {
 			t.Errorf("record %d does not re-verify: %v", e.Seq, err)
 		} else if c.Subject != alice.Subject {
@@ -116,7 +117,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	recs, _ = s.store.Log(t.Context(), 0, 100)
 	for _, e := range recs {
 		if e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodOIDCEmailVerified {
-			if err := web.VerifyOIDCRecord(&e); err != nil {
+			if err := verify.Record(&e); err != nil {
 				t.Errorf("record %d (%s) does not re-verify: %v", e.Seq, e.Method, err)
 			}
 		}

@@ -396,6 +396,9 @@ func (v *durationValue) Set(s string) error {
 }
 
 // publicURL is the server's URL as clients see it.
+// serverName names this server in the statements people sign.
+func (c Config) serverName() string { return "Kith <" + c.publicURL() + ">" }
+
 func (c Config) publicURL() string {
 	if c.PublicURL != "" {
 		return strings.TrimSuffix(c.PublicURL, "/")

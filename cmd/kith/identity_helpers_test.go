@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,7 +37,15 @@ func newAPIServer(t *testing.T) *apiServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	srv := httptest.NewServer(api.NewHandler(ctx, api.Options{Store: st, Server: "Kith test"}))
+	svc, err := newIdentityService(st, "Kith test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &apiServer{t: t, srv: srv, store: st, dbURL: dbURL}
 }

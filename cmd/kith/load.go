@@ -49,6 +49,10 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// Loaded keys that identities name refresh their links as they land.
+	if _, err := newIdentityService(st.Store, cfg.serverName(), log); err != nil {
+		return err
+	}
 
 	p := newLoadProgress(env.stderr, len(files), total)
 	stopProgress := p.run(ctx, log)

@@ -17,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
 	"github.com/kith-keyserver/kith/web/api"
@@ -57,18 +58,33 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
-	ids := api.NewHandler(ctx, api.Options{Store: st, Server: "Kith <" + cfg.publicURL() + ">",
+	svc, err := newIdentityService(st.Store, cfg.serverName(), log)
+	if err != nil {
+		return err
+	}
+	// Catch up on key changes no hook saw (a crash between a key write
+	// and its sync): every linked key, once, beside serving.
+	go func() {
+		if n, err := svc.SyncLinkedKeys(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("sync the identity links of linked keys", "err", err)
+			}
+		} else {
+			log.Debug("identity links of linked keys synced", "keys", n)
+		}
+	}()
+	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: st,
 		ChallengesPerMinute: cfg.ChallengesPerMinute, Logger: log.With("component", "api")})
-	// Every changed key refreshes the links it implies (auth subkeys) for
-	// the identities that proved it.
-	keyStore := &syncingKeyStore{Store: st.Store, sync: ids.Service().SyncKey, log: log}
+	if err != nil {
+		return err
+	}
 	var peers *recon.Manager
 	if reconLn != nil {
-		if peers, err = startRecon(ctx, cfg, keyStore, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
+		if peers, err = startRecon(ctx, cfg, st.Store, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
 			return err
 		}
 	}
-	keys := hkp.NewHandler(keyStore, hkp.Options{
+	keys := hkp.NewHandler(st.Store, hkp.Options{
 		Policy:     policy,
 		Version:    version,
 		Logger:     log.With("component", "hkp"),
@@ -80,7 +96,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	mux := http.NewServeMux()
 	keys.Register(mux)
 	ids.Register(mux)
-	if err := mountPages(ctx, mux, cfg, st.Store, ids, policy, log); err != nil {
+	if err := mountPages(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
 		return err
 	}
 	handler := newServerHandler(mux, st, reg, log)
@@ -114,24 +130,17 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// syncingKeyStore is the store as the upload paths (HKP, recon) see it:
-// after a key changes, the identities that proved it learn what it now
-// implies.
-type syncingKeyStore struct {
-	*postgres.Store
-	sync func(ctx context.Context, fingerprint []byte) error
-	log  *slog.Logger
-}
-
-// AddKey stores key and, when that changed it, syncs its identity links.
-func (s *syncingKeyStore) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
-	change, err := s.Store.AddKey(ctx, key)
-	if err == nil && change != identity.KeyUnchanged {
-		if serr := s.sync(ctx, key.Fingerprint()); serr != nil {
-			s.log.Warn("sync identity links of a changed key", "fingerprint", fmt.Sprintf("%X", key.Fingerprint()), "err", serr)
-		}
+// newIdentityService builds the node's one identity service over st and
+// hooks it to the store's key changes, so that every key write (HKP, the
+// pages, recon, `kith load`, `kith repair`) refreshes the links the key
+// carries before it returns.
+func newIdentityService(st *postgres.Store, server string, log *slog.Logger) (*identity.Service, error) {
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server})
+	if err != nil {
+		return nil, err
 	}
-	return change, err
+	verify.SyncLinksOnKeyChange(st, svc, log)
+	return svc, nil
 }
 
 // pinger is what the health check needs of the store.

@@ -19,8 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/web"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -48,14 +47,7 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: give exactly one of --server and --file", errUsage)
 	}
-	// OpenID Connect login records are checked against the JWK they carry.
-	v := api.LogVerifier{Others: func(e *identity.Evidence) error {
-		switch e.Method {
-		case identity.MethodOIDCLogin, identity.MethodOIDCEmailVerified:
-			return web.VerifyOIDCRecord(e)
-		}
-		return fmt.Errorf("%w: method %s", api.ErrNotVerifiable, e.Method)
-	}}
+	var v verify.LogVerifier
 	failed := 0
 	check := func(r api.LogRecord) {
 		e, err := r.Evidence()

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web"
-	"github.com/kith-keyserver/kith/web/api"
 )
 
 // mountPages adds the web pages and the OpenID Connect login to mux.
-func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *api.Handler,
+func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *identity.Service,
 	policy pgp.Policy, log *slog.Logger) error {
 	key, err := cookieKey(ctx, cfg, st)
 	if err != nil {
@@ -27,7 +27,7 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 	if err != nil {
 		return fmt.Errorf("setting oidc.provider: %w", err)
 	}
-	deps := web.Deps{Keys: st, Identities: ids.Service(), Store: st, Sessions: st}
+	deps := web.Deps{Keys: st, Identities: ids, Sessions: st}
 	if len(cfg.OIDC.Providers) > 0 {
 		deps.Providers = providers
 	}

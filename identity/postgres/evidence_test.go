@@ -124,7 +124,7 @@ func TestIdentityRecordsIncludeLinksTheKeyCarries(t *testing.T) {
 			return fmt.Errorf("second create: %v", err)
 		}
 		for _, e := range []*identity.Evidence{
-			{Method: identity.MethodPGPAuthSubkey, From: key, To: sub, Created: time.Now()},
+			{Method: identity.MethodPGPAuthSubkeySigned, From: key, To: sub, Created: time.Now()},
 			{Method: identity.MethodPGPChallenge, Purpose: identity.PurposeClaim, Handle: "alice", From: key, Created: time.Now()},
 		} {
 			if err := tx.Append(ctx, e); err != nil {

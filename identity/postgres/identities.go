@@ -204,3 +204,22 @@ func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) 
 	}
 	return c, nil
 }
+
+// LinkedKeys returns the OpenPGP key factors an identity's records name.
+func (s *Store) LinkedKeys(ctx context.Context) ([]identity.Factor, error) {
+	rows, err := s.pool.Query(ctx, `SELECT f.value FROM factors f WHERE f.kind = 'pgp' AND EXISTS (
+			SELECT 1 FROM evidence e WHERE e.identity_id IS NOT NULL AND (e.from_factor = f.id OR e.to_factor = f.id)
+		) ORDER BY f.value`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: linked keys: %w", err)
+	}
+	values, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: linked keys: %w", err)
+	}
+	out := make([]identity.Factor, len(values))
+	for i, v := range values {
+		out[i] = identity.Factor{Kind: identity.KindPGP, Value: v}
+	}
+	return out, nil
+}

@@ -117,6 +117,7 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 		fps[i] = p.fp
 	}
 
+	var changed []*pendingKey
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, fingerprint, digest, packets FROM keys
 			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
@@ -179,7 +180,7 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 		if err := updateKeys(ctx, tx, updates); err != nil {
 			return err
 		}
-		changed := append(inserts, updates...)
+		changed = append(inserts, updates...)
 		if err := writeComponents(ctx, tx, changed); err != nil {
 			return err
 		}
@@ -187,6 +188,13 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(changed) > 0 {
+		keys := make([]*pgp.Key, len(changed))
+		for i, p := range changed {
+			keys[i] = p.key
+		}
+		s.keysChanged(ctx, keys)
 	}
 	out := make([]identity.KeyChange, len(keys))
 	seen := map[*pendingKey]bool{}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +17,33 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	policy pgp.Policy
+
+	hooksMu  sync.Mutex
+	keyHooks []func(ctx context.Context, changed []*pgp.Key)
+}
+
+// OnKeysChanged has fn called with the stored form of every key that an
+// AddKeys (or AddKey) call changed, after it commits and before it
+// returns, whichever path wrote (HKP, the pages, recon, `kith load`).
+// This is the one key-change hook of a node: its caches drop what the
+// change outdates and the identity service refreshes the links the keys
+// carry, so that the writer reads its own write and no upload path can
+// forget either. Other nodes learn of the change from its notification
+// (WatchKeyChanges).
+func (s *Store) OnKeysChanged(fn func(ctx context.Context, changed []*pgp.Key)) {
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.keyHooks = append(s.keyHooks, fn)
+}
+
+// keysChanged runs the key-change hooks.
+func (s *Store) keysChanged(ctx context.Context, changed []*pgp.Key) {
+	s.hooksMu.Lock()
+	hooks := slices.Clone(s.keyHooks)
+	s.hooksMu.Unlock()
+	for _, fn := range hooks {
+		fn(ctx, changed)
+	}
 }
 
 // Options tune how the store connects.

@@ -80,9 +80,6 @@ func bulkIdentities(tb testing.TB, dbURL string, n int) {
 	}
 }
 
-// noWatch hides the store's WatchEvidence, so the handler does not cache.
-type noWatch struct{ *postgres.Store }
-
 // BenchmarkUserKeys measures GET /users/{handle}.keys over HTTP with 32
 // concurrent clients on a store of 100,000 identities: "store" answers
 // every request from PostgreSQL (no cache), "cache" from this node's cache
@@ -103,11 +100,11 @@ func BenchmarkUserKeys(b *testing.B) {
 
 	for _, mode := range []struct {
 		name    string
-		store   api.Store
+		watcher api.Watcher
 		handles int
-	}{{"store", noWatch{st}, benchIdentities}, {"cache", st, 1000}} {
+	}{{"store", nil, benchIdentities}, {"cache", st, 1000}} {
 		b.Run(mode.name, func(b *testing.B) {
-			h := api.NewHandler(ctx, api.Options{Store: mode.store, Server: serverName})
+			h := newHandler(ctx, b, st, mode.watcher, time.Now)
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			tr := &http.Transport{MaxIdleConnsPerHost: 64}

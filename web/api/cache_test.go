@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/kith-keyserver/kith/web/api"
 )
 
 // TestCacheDropsOnAnotherNodesAppend serves lookups from two handlers on
@@ -17,7 +15,7 @@ func TestCacheDropsOnAnotherNodesAppend(t *testing.T) {
 	k := newKith(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	other := httptest.NewServer(api.NewHandler(ctx, api.Options{Store: k.store, Server: serverName}))
+	other := httptest.NewServer(newHandler(ctx, t, k.store, k.store, time.Now))
 	defer other.Close()
 	time.Sleep(200 * time.Millisecond) // let it listen
 

@@ -14,14 +14,8 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 )
-
-// Store is what the API needs of the store: the identity store and the
-// key lookups (identity/postgres.Store is both).
-type Store interface {
-	identity.Store
-	KeyFinder
-}
 
 // Watcher is a store that reports evidence appends from every node
 // (identity/postgres.Store.WatchEvidence). With one, the handler caches
@@ -32,11 +26,14 @@ type Watcher interface {
 
 // Options configure the handler.
 type Options struct {
-	// Store holds identities, evidence and keys.
-	Store Store
-	// Server names this server in statements, e.g. "Kith
-	// <https://keys.example.org>"; empty means "Kith".
-	Server string
+	// Service is the identity service, the one authority for identity
+	// writes, shared with the other frontends.
+	Service *identity.Service
+	// Keys finds stored OpenPGP keys (for .gpg answers).
+	Keys verify.KeyFinder
+	// Watcher, when set, reports other nodes' evidence appends; the
+	// handler then caches lookups (identity/postgres.Store is one).
+	Watcher Watcher
 	// Logger receives internal failures; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -55,7 +52,7 @@ type Options struct {
 // Handler serves the API. Make one with NewHandler.
 type Handler struct {
 	svc      *identity.Service
-	keys     KeyFinder
+	keys     verify.KeyFinder
 	log      *slog.Logger
 	now      func() time.Time
 	ttl      time.Duration
@@ -71,11 +68,12 @@ const defaultChallengesPerMinute = 30
 // maxBody bounds a request body: statements and signatures are a few KiB.
 const maxBody = 256 << 10
 
-// NewHandler returns the API handler. If the store is a Watcher, it
-// watches evidence appends until ctx ends, caching lookups meanwhile.
-func NewHandler(ctx context.Context, opts Options) *Handler {
-	if opts.Server == "" {
-		opts.Server = "Kith"
+// NewHandler returns the API handler. With a Watcher, it watches evidence
+// appends until ctx ends, caching lookups meanwhile; the Service's own
+// writes drop what they change before they return.
+func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
+	if opts.Service == nil || opts.Keys == nil {
+		return nil, errors.New("api: new handler: a Service and a key finder are needed")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -89,11 +87,8 @@ func NewHandler(ctx context.Context, opts Options) *Handler {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 100_000
 	}
-	v := &Verifier{Keys: opts.Store, Now: opts.Now}
-	// NewService fails only without a server name, which is set above.
-	svc, _ := identity.NewService(opts.Store, v, identity.ServiceOptions{Server: opts.Server, Now: opts.Now})
 	h := &Handler{
-		svc: svc, keys: opts.Store, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
+		svc: opts.Service, keys: opts.Keys, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
 		cache:    newCache(opts.CacheSize),
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
 	}
@@ -103,17 +98,24 @@ func NewHandler(ctx context.Context, opts Options) *Handler {
 	case opts.ChallengesPerMinute > 0:
 		h.limit = newLimiter(opts.ChallengesPerMinute, opts.ChallengesPerMinute, opts.Now)
 	}
-	if w, ok := opts.Store.(Watcher); ok {
-		go h.watch(ctx, w)
+	// Read your own writes: a write drops what it changed on this node
+	// before it answers; other nodes drop it on the notification.
+	h.svc.Subscribe(func(_ context.Context, handles []identity.Handle) {
+		if handles == nil {
+			h.cache.flush()
+			return
+		}
+		for _, hd := range handles {
+			h.cache.drop(string(hd))
+		}
+	})
+	if opts.Watcher != nil {
+		go h.watch(ctx, opts.Watcher)
 	}
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
-	return h
+	return h, nil
 }
-
-// Service returns the identity service the handler runs, for other
-// frontends (OpenID Connect login) to share.
-func (h *Handler) Service() *identity.Service { return h.svc }
 
 // Register adds the API's routes to mux, so that a server's metrics see
 // each route by its pattern.

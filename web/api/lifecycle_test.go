@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -93,7 +94,7 @@ func TestAddClaimAndRevokeSSHKeys(t *testing.T) {
 	// The log re-verifies.
 	var page api.LogPage
 	k.call("GET", "/api/v1/log?limit=1000", nil, &page)
-	var v api.LogVerifier
+	var v verify.LogVerifier
 	for _, r := range page.Records {
 		e, err := r.Evidence()
 		if err != nil {

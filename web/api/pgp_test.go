@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -109,14 +111,19 @@ func (g *gnupg) detachSign(fpr, text string) string {
 
 // TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem claims a handle with
 // a clearsigned statement and checks that the key's Ed25519 and RSA
-// authentication subkeys are served exactly as gpg --export-ssh-key
-// prints them, the key as .gpg, and its email as a claim only.
+// authentication subkeys whose bindings the subkeys signed too (gpg embeds
+// a back-signature for signing-capable subkeys) are served exactly as gpg
+// --export-ssh-key prints them, that an auth-only subkey (a binding by the
+// primary alone, which anyone can make for a public SSH key) is only
+// claimed and not served, the key as .gpg, and its email as a claim only.
 func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	fpr := g.newKey("Alice <alice@example.org>")
+	g.run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
+	g.run("", "--quick-add-key", fpr, "rsa2048", "sign,auth", "0")
+	signed := g.authSubkeys(fpr)
 	g.run("", "--quick-add-key", fpr, "ed25519", "auth", "0")
-	g.run("", "--quick-add-key", fpr, "rsa2048", "auth", "0")
 	g.store(k, fpr)
 
 	stmt := k.challenge("alice", fpr, "claim")
@@ -125,13 +132,14 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 	}
 	_, served := k.get("/users/alice.keys")
 	subs := g.authSubkeys(fpr)
-	if len(subs) != 2 {
-		t.Fatalf("auth subkeys %v", subs)
+	if len(signed) != 2 || len(subs) != 3 {
+		t.Fatalf("auth subkeys %v, signed %v", subs, signed)
 	}
 	for _, id := range subs {
 		want := string(g.run("", "--export-ssh-key", id+"!"))
-		if !strings.Contains(served, want) {
-			t.Errorf("served keys lack gpg's line %q:\n%s", want, served)
+		if slices.Contains(signed, id) != strings.Contains(served, want) {
+			t.Errorf("auth subkey %s (signed by itself: %v) served: %v, want the opposite:\n%s",
+				id, slices.Contains(signed, id), !slices.Contains(signed, id), served)
 		}
 	}
 	if n := strings.Count(served, "\n"); n != 2 {
@@ -158,6 +166,15 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 	if !found {
 		t.Error("no email factor")
 	}
+	levels := map[string]int{}
+	for _, f := range doc.Factors {
+		if f.Kind == "ssh" {
+			levels[f.Assurance]++
+		}
+	}
+	if levels["proven"] != 2 || levels["claimed"] != 1 {
+		t.Errorf("SSH factors by assurance %v, want 2 proven and 1 claimed", levels)
+	}
 
 	// An SSH key added with a detached signature by the PGP key.
 	ssh := newSSHKey(t, t.TempDir(), "ed25519")
@@ -174,7 +191,7 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 	// Every record re-verifies offline, auth subkey links included.
 	var page api.LogPage
 	k.call("GET", "/api/v1/log?limit=1000", nil, &page)
-	var v api.LogVerifier
+	var v verify.LogVerifier
 	methods := map[string]int{}
 	for _, r := range page.Records {
 		e, err := r.Evidence()
@@ -186,7 +203,7 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 			t.Errorf("record %d (%s): %+v", r.Seq, r.Method, fs)
 		}
 	}
-	want := map[string]int{"pgp.challenge": 2, "pgp.auth-subkey": 2, "pgp.uid-selfsig": 1, "ssh.challenge": 1}
+	want := map[string]int{"pgp.challenge": 2, "pgp.auth-subkey-signed": 2, "pgp.auth-subkey": 1, "pgp.uid-selfsig": 1, "ssh.challenge": 1}
 	for m, n := range want {
 		if methods[m] != n {
 			t.Errorf("%d %s records, want %d (%v)", methods[m], m, n, methods)
@@ -253,7 +270,7 @@ func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	aliceFpr := g.newKey("Alice <alice@example.org>")
-	g.run("", "--quick-add-key", aliceFpr, "ed25519", "auth", "0")
+	g.run("", "--quick-add-key", aliceFpr, "ed25519", "sign,auth", "0")
 	bobFpr := g.newKey("Bob <bob@example.org>")
 	g.store(k, aliceFpr)
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -75,10 +78,26 @@ func newKith(t *testing.T) *kith {
 	}
 	t.Cleanup(st.Close)
 	c := &clock{}
-	h := api.NewHandler(ctx, api.Options{Store: st, Server: serverName, Now: c.Now})
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(newHandler(ctx, t, st, st, c.Now))
 	t.Cleanup(srv.Close)
 	return &kith{t: t, url: srv.URL, store: st, dbURL: dbURL, clock: c}
+}
+
+// newHandler builds a node as kith serve does: one identity service over
+// st, hooked to its key changes, and the API over it (caching while w
+// reports other nodes' appends; nil w: no cache).
+func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, w api.Watcher, now func() time.Time) *api.Handler {
+	t.Helper()
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: now}, identity.ServiceOptions{Server: serverName, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify.SyncLinksOnKeyChange(st, svc, slog.New(slog.DiscardHandler))
+	h, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: w, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // call sends a JSON request and decodes the JSON answer into out (if not

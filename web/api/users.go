@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
 )
@@ -131,9 +132,11 @@ func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
 		http.NotFound(w, r)
 		return nil
 	}
-	if _, err := identity.ParseHandle(handle); err != nil {
+	parsed, err := identity.ParseHandle(handle)
+	if err != nil {
 		return identity.Refuse(identity.CodeUnknownIdentity, "no identity has handle %q", handle)
 	}
+	handle = string(parsed) // the cache's key, as writes name it
 	now := h.now()
 	c, ok := h.cache.get(handle, variant, now)
 	if !ok {
@@ -198,7 +201,7 @@ func (h *Handler) render(r *http.Request, handle, ext string, all bool) (cached,
 		}
 		var keys []*pgp.Key
 		for _, st := range a.Of(identity.KindPGP, identity.LevelProven) {
-			k, err := (&Verifier{Keys: h.keys}).storedKey(r.Context(), st.Factor.Value)
+			k, err := (&verify.Verifier{Keys: h.keys}).StoredKey(r.Context(), st.Factor.Value)
 			if err != nil {
 				continue // proven, but no longer stored: nothing to serve
 			}

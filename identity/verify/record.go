@@ -1,8 +1,9 @@
 // record.go: re-verifying evidence records offline, from the log alone:
 // every signature against the key material the record carries, every
-// statement against the record's fields, and the hash chain.
+// statement against the record's fields, and the hash chain. The API,
+// the pages and `kith verify-log` all verify with this one code.
 
-package api
+package verify
 
 import (
 	"bytes"
@@ -19,21 +20,25 @@ import (
 // without counting it as a failure.
 var ErrNotVerifiable = errors.New("not verifiable offline")
 
-// VerifyRecord re-verifies one record's proof from the bytes it carries.
-// It does not check the record's place in the chain (see VerifyLog), nor
+// Record re-verifies one record's proof from the bytes it carries. It
+// does not check the record's place in the chain (see LogVerifier), nor
 // a server-issued revocation of a key-carried link, which needs the
 // record it revokes.
-func VerifyRecord(e *identity.Evidence) error {
-	switch e.Method {
-	case identity.MethodSSHChallenge, identity.MethodPGPChallenge, identity.MethodRevocation:
-		if e.Method == identity.MethodRevocation && e.Purpose == "" {
-			return verifyKeyRevocation(e, nil)
-		}
+func Record(e *identity.Evidence) error {
+	switch {
+	case e.Method == identity.MethodRevocation && e.Purpose == "":
+		return verifyKeyRevocation(e, nil)
+	case e.From.Kind == identity.KindOIDC && (e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodRevocation):
+		return oidcRecord(e)
+	case e.Method == identity.MethodOIDCEmailVerified:
+		_, err := LoginRecord(e)
+		return err
+	case e.Method == identity.MethodSSHChallenge, e.Method == identity.MethodPGPChallenge, e.Method == identity.MethodRevocation:
 		if err := checkStatement(e); err != nil {
 			return err
 		}
 		return verifySignature(e)
-	case identity.MethodPGPAuthSubkey, identity.MethodPGPUIDSelfSig:
+	case e.Method.KeyCarried():
 		return verifyKeyLink(e)
 	}
 	return fmt.Errorf("%w: method %s", ErrNotVerifiable, e.Method)
@@ -157,7 +162,7 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 		return err
 	}
 	for _, l := range links {
-		if l.Method == revoked.Method && l.To.Same(revoked.To) && bytes.Equal(l.Signature, revoked.Signature) {
+		if identity.SameLink(revoked, l) {
 			return fmt.Errorf("the key still carries the link of record %d", e.Revokes)
 		}
 	}
@@ -176,11 +181,6 @@ type Failure struct {
 // (sequence, previous hash, own hash) and each record's proof. The zero
 // LogVerifier starts at the log's first record.
 type LogVerifier struct {
-	// Others, if set, verifies the records VerifyRecord cannot (OpenID
-	// Connect logins, whose format the web package owns); it returns an
-	// error wrapping ErrNotVerifiable for a record it does not know.
-	Others func(*identity.Evidence) error
-
 	prevSeq  int64
 	prevHash []byte
 	// keyLinks remembers key-carried records, for their revocations.
@@ -206,10 +206,7 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 			err = fmt.Errorf("it revokes record %d, which is not a key-carried link earlier in the log", e.Revokes)
 		}
 	} else {
-		err = VerifyRecord(e)
-		if errors.Is(err, ErrNotVerifiable) && v.Others != nil {
-			err = v.Others(e)
-		}
+		err = Record(e)
 	}
 	switch {
 	case errors.Is(err, ErrNotVerifiable):
@@ -217,7 +214,7 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	case err != nil:
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error()})
 	}
-	if e.Method == identity.MethodPGPAuthSubkey || e.Method == identity.MethodPGPUIDSelfSig {
+	if e.Method.KeyCarried() {
 		if v.keyLinks == nil {
 			v.keyLinks = map[int64]*identity.Evidence{}
 		}

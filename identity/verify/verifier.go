@@ -1,7 +1,7 @@
-// verifier.go: identity.Verifier over packages ssh and pgp, checking
-// signatures against the keys the store holds.
+// verifier.go: identity.Verifier over packages ssh, pgp and oidc,
+// checking signatures against the keys the store holds.
 
-package api
+package verify
 
 import (
 	"bytes"
@@ -57,8 +57,8 @@ func sshRefusal(err error) error {
 	return identity.RefuseErr(identity.CodeBadSignature, err, "the SSH signature does not verify")
 }
 
-// storedKey returns the stored key whose primary fingerprint is fp.
-func (v *Verifier) storedKey(ctx context.Context, fingerprint string) (*pgp.Key, error) {
+// StoredKey returns the stored key whose primary fingerprint is fp.
+func (v *Verifier) StoredKey(ctx context.Context, fingerprint string) (*pgp.Key, error) {
 	f, err := identity.ParsePGPFingerprint(fingerprint)
 	if err != nil {
 		return nil, identity.RefuseErr(identity.CodeBadFactor, err, "bad fingerprint")
@@ -66,13 +66,13 @@ func (v *Verifier) storedKey(ctx context.Context, fingerprint string) (*pgp.Key,
 	fp, _ := hex.DecodeString(f.Value)
 	keys, _, err := v.Keys.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 2})
 	if err != nil {
-		return nil, fmt.Errorf("api: find key %s: %w", f.Value, err)
+		return nil, fmt.Errorf("verify: find key %s: %w", f.Value, err)
 	}
 	for _, sk := range keys {
 		if bytes.Equal(sk.Fingerprint, fp) {
 			k, err := pgp.ParseKey(sk.Packets)
 			if err != nil {
-				return nil, fmt.Errorf("api: stored key %s: %w", f.Value, err)
+				return nil, fmt.Errorf("verify: stored key %s: %w", f.Value, err)
 			}
 			return k, nil
 		}
@@ -83,7 +83,7 @@ func (v *Verifier) storedKey(ctx context.Context, fingerprint string) (*pgp.Key,
 // VerifyPGP checks a cleartext or detached signature over statement by the
 // stored key with the fingerprint.
 func (v *Verifier) VerifyPGP(ctx context.Context, fingerprint string, statement, sig []byte) ([]byte, error) {
-	k, err := v.storedKey(ctx, fingerprint)
+	k, err := v.StoredKey(ctx, fingerprint)
 	if errors.Is(err, identity.ErrNotFound) {
 		return nil, identity.Refuse(identity.CodeUnknownKey, "no OpenPGP key %s is stored: upload it first", fingerprint)
 	}
@@ -130,7 +130,7 @@ func pgpRefusal(err error) error {
 // authentication subkeys as SSH keys, and the emails of valid self-signed
 // user IDs.
 func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte, []identity.KeyLink, error) {
-	k, err := v.storedKey(ctx, fingerprint)
+	k, err := v.StoredKey(ctx, fingerprint)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -149,7 +149,7 @@ func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte,
 func keyLinks(k *pgp.Key, now time.Time) ([]identity.KeyLink, error) {
 	applied, _, err := pgp.DefaultPolicy().Apply(k)
 	if err != nil {
-		return nil, fmt.Errorf("api: key links: %w", err)
+		return nil, fmt.Errorf("verify: key links: %w", err)
 	}
 	d := applied.Describe()
 	if d.Revoked || (!d.Expires.IsZero() && !d.Expires.After(now)) {
@@ -168,8 +168,12 @@ func keyLinks(k *pgp.Key, now time.Time) ([]identity.KeyLink, error) {
 		if len(sigs) == 0 {
 			continue
 		}
+		method := identity.MethodPGPAuthSubkey
+		if sk.SignedBySubkey {
+			method = identity.MethodPGPAuthSubkeySigned
+		}
 		links = append(links, identity.KeyLink{
-			Method:    identity.MethodPGPAuthSubkey,
+			Method:    method,
 			To:        identity.SSHFactor(ssh.FingerprintOf(pub).String(), pub.Marshal()),
 			Label:     ssh.OpenPGPComment(sk.PublicKey()),
 			Statement: stmt, Signature: sigs, Expires: minExpiry(sk.Expires, d.Expires),

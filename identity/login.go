@@ -1,0 +1,290 @@
+// login.go: OpenID Connect logins as the identity service takes them, and
+// the statement an oidc.login or oidc.email-verified record keeps beside
+// the ID token that proves it.
+
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Login is an OpenID Connect login a frontend completed: the account and
+// the artifacts that let anyone re-check it offline. The Service has the
+// Verifier re-check the ID token against the JWK before it records
+// anything, so a Login cannot be made up from an account's name alone.
+type Login struct {
+	// Account is the account's OIDC factor (issuer and subject).
+	Account Factor
+	// Provider is the provider's configured name.
+	Provider string
+	// ClientID is the client the ID token was issued to (its audience).
+	ClientID string
+	// AuthTime is when the account authenticated.
+	AuthTime time.Time
+	// IDToken is the compact JWT the provider signed.
+	IDToken string
+	// SigningKey is the provider's public key (a JWK) that verified the
+	// token.
+	SigningKey []byte
+	// Email is the email the provider verified, or zero.
+	Email Factor
+}
+
+// LoginStatementTitle starts the statement of every login record.
+const LoginStatementTitle = "Kith OpenID Connect login"
+
+// loginStatement is the text a login record keeps beside its ID token: it
+// names the server, what the record links, and the client the token was
+// issued to, which is what a verifier needs to re-check the token. It is
+// not signed by anyone: the ID token is the proof.
+func loginStatement(server string, purpose Purpose, h Handle, linked Factor, by Login, email Factor, now time.Time) []byte {
+	var b strings.Builder
+	b.WriteString(LoginStatementTitle + "\n\n")
+	fmt.Fprintf(&b, "server: %s\n", server)
+	if purpose != "" {
+		fmt.Fprintf(&b, "purpose: %s\n", purpose)
+	}
+	fmt.Fprintf(&b, "handle: %s\n", h)
+	fmt.Fprintf(&b, "factor: %s\n", linked)
+	if !email.IsZero() {
+		fmt.Fprintf(&b, "email: %s\n", email.Value)
+	}
+	fmt.Fprintf(&b, "signer: %s\n", by.Account)
+	fmt.Fprintf(&b, "provider: %s\n", by.Provider)
+	fmt.Fprintf(&b, "client_id: %s\n", by.ClientID)
+	fmt.Fprintf(&b, "authenticated: %s\n", by.AuthTime.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "recorded: %s\n", now.UTC().Format(time.RFC3339))
+	return []byte(b.String())
+}
+
+// ParseLoginStatement reads the "name: value" lines of a login
+// statement.
+func ParseLoginStatement(b []byte) (map[string]string, error) {
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n"), "\n")
+	if len(lines) < 3 || lines[0] != LoginStatementTitle || lines[1] != "" {
+		return nil, fmt.Errorf("%w: not a login statement", ErrBadStatement)
+	}
+	fields := map[string]string{}
+	for _, l := range lines[2:] {
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			return nil, fmt.Errorf("%w: login statement line %q is not \"name: value\"", ErrBadStatement, l)
+		}
+		if _, dup := fields[k]; dup {
+			return nil, fmt.Errorf("%w: login statement gives %s twice", ErrBadStatement, k)
+		}
+		fields[k] = v
+	}
+	if fields["client_id"] == "" {
+		return nil, fmt.Errorf("%w: login statement names no client_id", ErrBadStatement)
+	}
+	return fields, nil
+}
+
+// loginRecord is the oidc.login record of the login by, linking linked
+// (zero: by's account to the identity).
+func loginRecord(server string, purpose Purpose, h Handle, linked Factor, by Login, now time.Time) *Evidence {
+	shown := linked
+	if shown.IsZero() {
+		shown = by.Account
+	}
+	return &Evidence{
+		Method: MethodOIDCLogin, Purpose: purpose, Handle: h, From: by.Account, To: linked,
+		Statement: loginStatement(server, purpose, h, shown, by, Factor{}, now),
+		Signature: []byte(by.IDToken), SignerKey: by.SigningKey, Created: now,
+	}
+}
+
+// emailRecord is the oidc.email-verified record of the login's verified
+// email.
+func emailRecord(server string, h Handle, l Login, now time.Time) *Evidence {
+	return &Evidence{
+		Method: MethodOIDCEmailVerified, Handle: h, From: l.Account, To: l.Email,
+		Statement: loginStatement(server, "", h, l.Email, l, l.Email, now),
+		Signature: []byte(l.IDToken), SignerKey: l.SigningKey, Created: now,
+	}
+}
+
+// hasEmailRecord reports whether recs hold an oidc.email-verified record
+// of account for email.
+func hasEmailRecord(recs []Evidence, account, email Factor) bool {
+	for _, e := range recs {
+		if e.Method == MethodOIDCEmailVerified && e.From.Same(account) && e.To.Same(email) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimWithLogin creates the identity with handle h, with the login's
+// account as its first, proven factor (an oidc.login record with purpose
+// claim), and records the login's verified email.
+func (s *Service) ClaimWithLogin(ctx context.Context, handle string, l Login) (Identity, error) {
+	h, err := checkHandle(handle)
+	if err != nil {
+		return Identity{}, err
+	}
+	v, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return Identity{}, err
+	}
+	var id Identity
+	err = s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+		now := s.now().UTC()
+		var err error
+		if id, err = s.create(ctx, tx, h, v.factor, now); CodeOf(err) == CodeFactorLinked {
+			return Refuse(CodeFactorLinked, "this account is already linked to another identity")
+		} else if err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, loginRecord(s.server, PurposeClaim, h, Factor{}, l, now)); err != nil {
+			return err
+		}
+		if !l.Email.IsZero() {
+			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+		}
+		return nil
+	})
+	return id, wrapOp("claim with login", err)
+}
+
+// LinkLogin links the login l's account to the identity h, whose proven
+// account logged in as by: by's login authorises it (an oidc.login record
+// from by's account to the new one, purpose add) and l proves it (an
+// oidc.login from the new account, purpose add).
+func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
+	if _, err := s.verifyLogin(ctx, by); err != nil {
+		return err
+	}
+	if _, err := s.verifyLogin(ctx, l); err != nil {
+		return err
+	}
+	err := s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+		now := s.now().UTC()
+		_, recs, err := tx.IdentityRecords(ctx, h)
+		if errors.Is(err, ErrNotFound) {
+			return Refuse(CodeUnknownIdentity, "your identity %q no longer exists", h)
+		}
+		if err != nil {
+			return err
+		}
+		a := Assess(h, recs, now)
+		if a.Proven(l.Account) {
+			return Refuse(CodeAlreadyLinked, "this account is already linked to %q", h)
+		}
+		if !a.Proven(by.Account) {
+			return Refuse(CodeNotProven, "the account you are logged in with is no longer linked to %q: log in again", h)
+		}
+		if err := s.checkFree(ctx, tx, h, l.Account); CodeOf(err) == CodeFactorLinked {
+			return Refuse(CodeFactorLinked, "this account is linked to another identity: log in with it and unlink it there first")
+		} else if err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, l.Account, by, now)); err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, Factor{}, l, now)); err != nil {
+			return err
+		}
+		if !l.Email.IsZero() && !hasEmailRecord(recs, l.Account, l.Email) {
+			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+		}
+		return nil
+	})
+	return wrapOp("link login", err)
+}
+
+// RecordLoginEmail records the login's verified email for the identity h,
+// whose proven account l is, when no record of that account and email
+// exists yet (a later login with a changed or newly verified email).
+func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error {
+	if l.Email.IsZero() {
+		return nil
+	}
+	if _, err := s.verifyLogin(ctx, l); err != nil {
+		return err
+	}
+	var wrote bool
+	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		now := s.now().UTC()
+		_, recs, err := tx.IdentityRecords(ctx, h)
+		if errors.Is(err, ErrNotFound) {
+			return Refuse(CodeUnknownIdentity, "no identity has handle %q", h)
+		}
+		if err != nil {
+			return err
+		}
+		if !Assess(h, recs, now).Proven(l.Account) {
+			return Refuse(CodeNotProven, "%s is not a proven factor of %q", l.Account, h)
+		}
+		if hasEmailRecord(recs, l.Account, l.Email) {
+			return nil
+		}
+		wrote = true
+		return tx.Append(ctx, emailRecord(s.server, h, l, now))
+	})
+	if err != nil {
+		return wrapOp("record login email", err)
+	}
+	if wrote {
+		s.changed(ctx, h)
+	}
+	return nil
+}
+
+// DeleteWithSession ends the identity h for a logged-in session whose
+// account is proven for it: it revokes every factor linked to h in one
+// transaction, the session's own account last (a revocation counts only
+// while its signer is proven). Factors a linked key carries end with the
+// key. It returns how many factors it revoked. The handle stays taken.
+func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login) (int, error) {
+	bv, err := s.verifyLogin(ctx, session)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+		now := s.now().UTC()
+		a, err := s.assess(ctx, tx, h, now)
+		if err != nil {
+			return err
+		}
+		if !a.Proven(session.Account) {
+			return Refuse(CodeNotProven, "the account you are logged in with is no longer linked: log in again")
+		}
+		var targets []Factor
+		for _, st := range a.Factors {
+			if st.Level < LevelExpired || !st.Parent.IsZero() || !st.Factor.Provable() || st.Factor.Same(session.Account) {
+				continue
+			}
+			targets = append(targets, st.Factor)
+		}
+		targets = append(targets, session.Account)
+		for _, f := range targets {
+			c, err := s.newChallenge(PurposeRevoke, h, f, now)
+			if err != nil {
+				return err
+			}
+			// The revocations keep no ID token: deleting an account
+			// publishes nothing more about its holder.
+			e := revocation(bv, c, c.Statement, a, now)
+			e.Label, e.Signature, e.SignerKey = DeletedLabel, nil, nil
+			if err := tx.Append(ctx, e); err != nil {
+				return err
+			}
+		}
+		n = len(targets)
+		return nil
+	})
+	if err != nil {
+		return 0, wrapOp("delete", err)
+	}
+	return n, nil
+}
+
+// DeletedLabel labels the revocations that end a deleted identity.
+const DeletedLabel = "identity deleted at its holder's request"

@@ -1,0 +1,172 @@
+// login.go: re-checking OpenID Connect evidence offline: a login or
+// verified email record (the ID token against the JWK it keeps and the
+// client its statement names), a session's consent to a challenge, and a
+// login a frontend hands the identity service.
+
+package verify
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/oidc"
+)
+
+// ErrNoSigningKey marks an OpenID Connect record that keeps no provider
+// key to re-check its ID token with.
+var ErrNoSigningKey = errors.New("the record keeps no provider key")
+
+// VerifyLogin re-checks a completed login before the identity service
+// records it (see identity.Verifier).
+func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
+	issuer, subject, err := oidcAccount(l.Account)
+	if err != nil {
+		return identity.RefuseErr(identity.CodeBadFactor, err, "bad account")
+	}
+	c, err := oidc.VerifyEvidence(l.IDToken, l.SigningKey, issuer, l.ClientID)
+	if err != nil {
+		return identity.RefuseErr(identity.CodeBadSignature, err, "the ID token does not verify")
+	}
+	if c.Subject != subject {
+		return identity.Refuse(identity.CodeBadSignature, "the ID token is about subject %q, not %q", c.Subject, subject)
+	}
+	if !l.Email.IsZero() && (!c.EmailVerified || !identity.EmailFactor(c.Email).Same(l.Email)) {
+		return identity.Refuse(identity.CodeBadSignature, "the ID token does not assert %s as verified", l.Email.Value)
+	}
+	return nil
+}
+
+// oidcAccount splits an OIDC factor into issuer and subject.
+func oidcAccount(f identity.Factor) (issuer, subject string, err error) {
+	issuer, subject, ok := strings.Cut(f.Value, " ")
+	if f.Kind != identity.KindOIDC || !ok {
+		return "", "", fmt.Errorf("%s is not an OpenID Connect account", f)
+	}
+	return issuer, subject, nil
+}
+
+// oidcRecord re-checks a record whose proof is an ID token: a session's
+// consent to a challenge (its statement is one) or a login record.
+func oidcRecord(e *identity.Evidence) error {
+	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 {
+		if err := checkStatement(e); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the revocation keeps no ID token (an account deletion): it is the server's word", ErrNotVerifiable)
+	}
+	var err error
+	if _, perr := identity.ParseStatement(e.Statement); perr == nil {
+		_, err = SessionConsent(e)
+	} else {
+		_, err = LoginRecord(e)
+	}
+	return err
+}
+
+// SessionConsent re-checks offline a record the identity service wrote
+// for a logged-in session's consent (an oidc.login adding a factor, or a
+// revocation): its statement is a challenge naming the record's handle
+// and factor, and the ID token of the session's login must verify with
+// the JWK the record keeps, be issued by the From account's issuer to the
+// audience it names, and be about From's subject. The token shows the
+// account logged in; that the session then consented is Kith's word.
+func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
+	if e.Method != identity.MethodOIDCLogin && e.Method != identity.MethodRevocation {
+		return nil, fmt.Errorf("verify consent record %d: method %s", e.Seq, e.Method)
+	}
+	if err := checkStatement(e); err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
+	}
+	issuer, subject, err := oidcAccount(e.From)
+	if err != nil {
+		return nil, fmt.Errorf("verify consent record %d: signer: %w", e.Seq, err)
+	}
+	if len(e.SignerKey) == 0 {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, ErrNoSigningKey)
+	}
+	aud, err := tokenAudience(string(e.Signature))
+	if err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
+	}
+	claims, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, aud)
+	if err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
+	}
+	if claims.Subject != subject {
+		return nil, fmt.Errorf("verify consent record %d: the token is about subject %q, the record names %q", e.Seq, claims.Subject, subject)
+	}
+	return claims, nil
+}
+
+// tokenAudience reads the first audience of a JWT without verifying it;
+// VerifyEvidence then checks the token against it.
+func tokenAudience(raw string) (string, error) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", errors.New("the token is not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", errors.New("the token's payload is not base64url")
+	}
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return "", errors.New("the token's payload is not JSON")
+	}
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil && one != "" {
+		return one, nil
+	}
+	var many []string
+	if json.Unmarshal(claims.Aud, &many) == nil && len(many) > 0 {
+		return many[0], nil
+	}
+	return "", errors.New("the token names no audience")
+}
+
+// LoginRecord re-checks an oidc.login or oidc.email-verified record
+// offline: the ID token in Signature must verify with the JWK in
+// SignerKey (oidc.VerifyEvidence), be issued by the From account's issuer
+// to the client_id the Statement names, and be about From's subject; an
+// oidc.email-verified record's token must also assert that the email (To)
+// is verified. It returns the token's claims. That the JWK was the
+// provider's is what Kith recorded when it fetched it.
+func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
+	if e.Method != identity.MethodOIDCLogin && e.Method != identity.MethodOIDCEmailVerified {
+		return nil, fmt.Errorf("verify login record %d: method %s", e.Seq, e.Method)
+	}
+	issuer, subject, err := oidcAccount(e.From)
+	if err != nil {
+		return nil, fmt.Errorf("verify login record %d: signer: %w", e.Seq, err)
+	}
+	if len(e.SignerKey) == 0 {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, ErrNoSigningKey)
+	}
+	fields, err := identity.ParseLoginStatement(e.Statement)
+	if err != nil {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
+	}
+	if fields["signer"] != e.From.String() || fields["handle"] != string(e.Handle) || fields["purpose"] != string(e.Purpose) {
+		return nil, fmt.Errorf("verify login record %d: the statement does not describe the record", e.Seq)
+	}
+	c, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, fields["client_id"])
+	if err != nil {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
+	}
+	if c.Subject != subject {
+		return nil, fmt.Errorf("verify login record %d: the token is about subject %q, the record names %q", e.Seq, c.Subject, subject)
+	}
+	if e.Method == identity.MethodOIDCEmailVerified {
+		if !c.EmailVerified || !identity.EmailFactor(c.Email).Same(e.To) {
+			return nil, fmt.Errorf("verify login record %d: the token does not assert %s as verified", e.Seq, e.To.Value)
+		}
+	}
+	return c, nil
+}

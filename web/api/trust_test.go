@@ -1,0 +1,348 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"encoding/binary"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/web/api"
+)
+
+// verifyLog re-verifies the whole log as `kith verify-log` does and fails
+// the test on any failure.
+func (k *kith) verifyLog() int {
+	k.t.Helper()
+	var page api.LogPage
+	k.call("GET", "/api/v1/log?limit=1000", nil, &page)
+	var v verify.LogVerifier
+	for _, r := range page.Records {
+		e, err := r.Evidence()
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		for _, f := range v.Add(e) {
+			if !f.Warning {
+				k.t.Errorf("verify-log: record %d (%s): %s", f.Seq, r.Method, f.Reason)
+			}
+		}
+	}
+	return v.Count()
+}
+
+// upload stores key bytes the way every upload path does: the policy,
+// then the store (whose key-change hook refreshes the links).
+func (k *kith) upload(key []byte) {
+	k.t.Helper()
+	parsed, err := pgp.ParseKey(key)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	applied, _, err := pgp.DefaultPolicy().Apply(parsed)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// strangerCertifies returns key with a certification of its first user
+// ID by a key nobody has (and nobody can verify the certification with).
+func strangerCertifies(t *testing.T, key []byte) []byte {
+	t.Helper()
+	e, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := openpgp.NewEntity("Stranger", "", "stranger@example.net", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range e.Identities {
+		if err := e.SignIdentity(name, stranger, nil); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	var b bytes.Buffer
+	if err := e.Serialize(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// touchBindings returns key with a copy of every subkey binding whose
+// unhashed area carries one more (harmless) issuer subpacket: new
+// signature bytes that anyone can make, saying nothing new.
+func touchBindings(t *testing.T, key []byte) []byte {
+	t.Helper()
+	k, err := pgp.ParseKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []pgp.Packet
+	inSubkey := false
+	for _, p := range k.Packets() {
+		out = append(out, p)
+		switch {
+		case p.Tag == pgp.TagPublicSubkey:
+			inSubkey = true
+		case p.Tag != pgp.TagSignature:
+			inSubkey = false
+		case inSubkey && p.Body[0] == 4 && p.Body[1] == 0x18:
+			b := p.Body
+			hashed := int(binary.BigEndian.Uint16(b[4:6]))
+			at := 6 + hashed
+			unhashed := int(binary.BigEndian.Uint16(b[at : at+2]))
+			extra := append([]byte{9, 16}, make([]byte, 8)...)
+			binary.BigEndian.PutUint64(extra[2:], rand.Uint64())
+			nb := append([]byte{}, b[:at]...)
+			nb = binary.BigEndian.AppendUint16(nb, uint16(unhashed+len(extra)))
+			nb = append(nb, b[at+2:at+2+unhashed]...)
+			nb = append(nb, extra...)
+			nb = append(nb, b[at+2+unhashed:]...)
+			out = append(out, pgp.Packet{Tag: pgp.TagSignature, Body: nb})
+		}
+	}
+	return pgp.NewKey(out).Bytes()
+}
+
+// TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload is item 1 of
+// the identity-core issue: Bob revokes the SSH link his OpenPGP key
+// carries; a stranger's certification, a re-signed binding (changed
+// unhashed area) or an identical re-upload must not bring it back, nor
+// make verify-log fail; an ordinary key update appends only what it adds.
+func TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	fpr := g.newKey("Bob <bob@example.org>")
+	g.run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
+	g.store(k, fpr)
+	stmt := k.challenge("bob", fpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
+		t.Fatalf("claim: %d %s", st, code)
+	}
+	_, served := k.get("/users/bob.keys")
+	if strings.Count(served, "\n") != 1 {
+		t.Fatalf("before the revocation bob serves %q, want his auth subkey", served)
+	}
+	line := strings.TrimSpace(served)
+
+	// Bob revokes the link, signed by his OpenPGP key.
+	stmt = k.challenge("bob", line, "revoke")
+	if st, code := k.call("POST", "/api/v1/identities/bob/revocations", api.RevokeRequest{
+		Statement: stmt, By: fpr, Signature: g.detachSign(fpr, stmt),
+	}, nil); st != 200 {
+		t.Fatalf("revoke: %d %s", st, code)
+	}
+	if _, served := k.get("/users/bob.keys"); served != "" {
+		t.Fatalf("after the revocation bob serves %q", served)
+	}
+	records := k.verifyLog()
+
+	exported := g.run("", "--export", fpr)
+	for _, c := range []struct {
+		name string
+		key  []byte
+	}{
+		{"identical re-upload", exported},
+		{"a stranger's certification", strangerCertifies(t, exported)},
+		{"a binding with a changed unhashed area", touchBindings(t, exported)},
+	} {
+		k.upload(c.key)
+		if _, served := k.get("/users/bob.keys"); served != "" {
+			t.Errorf("after %s bob serves the revoked key again:\n%s", c.name, served)
+		}
+		var doc api.IdentityDoc
+		k.call("GET", "/users/bob.json", nil, &doc)
+		for _, f := range doc.Factors {
+			if f.Kind == "ssh" && f.Assurance == "proven" {
+				t.Errorf("after %s .json says %s is proven", c.name, f.Value)
+			}
+		}
+		if n := k.verifyLog(); n != records {
+			t.Errorf("after %s the log has %d records, want %d: an upload that changes no link appends nothing", c.name, n, records)
+		}
+	}
+
+	// An ordinary update (a new user ID) appends its one new link only.
+	g.run("", "--quick-add-uid", fpr, "Bob <bob@example.net>")
+	g.store(k, fpr)
+	if n := k.verifyLog(); n != records+1 {
+		t.Errorf("after a new user ID the log has %d records, want %d", n, records+1)
+	}
+	if _, served := k.get("/users/bob.keys"); served != "" {
+		t.Errorf("after a key update bob serves the revoked key again:\n%s", served)
+	}
+
+	// Bob's new signed consent brings the link back.
+	stmt = k.challenge("bob", line, "add")
+	if st, code := k.call("POST", "/api/v1/identities/bob/factors", api.AddRequest{
+		Statement: stmt, By: fpr, BySignature: g.detachSign(fpr, stmt),
+	}, nil); st != 200 {
+		t.Fatalf("re-authorise: %d %s", st, code)
+	}
+	if _, served := k.get("/users/bob.keys"); strings.TrimSpace(served) != line {
+		t.Errorf("after bob's new consent he serves %q, want %q", served, line)
+	}
+	k.verifyLog()
+}
+
+// TestAStrangersKeyCannotProveSomeoneElsesSSHKey is item 2 of the
+// identity-core issue: Mallory binds Alice's public SSH key to an OpenPGP
+// key of her own as an authentication subkey and claims "mallory". The
+// SSH key is only claimed for mallory, is served for no one, names no
+// one, and Alice can still prove it for herself.
+func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	alice := newSSHKey(t, t.TempDir(), "rsa")
+	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(alice.pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPub := pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey)
+
+	malloryFpr := g.newKey("Mallory <mallory@example.org>")
+	mallory, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", malloryFpr))))
+	if err != nil || mallory.PrivateKey == nil {
+		t.Fatalf("mallory's secret key: %v", err)
+	}
+	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), rsaPub)
+	sub.IsSubkey = true
+	binding := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: mallory.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &mallory.PrimaryKey.KeyId,
+		FlagsValid: true, FlagAuthenticate: true,
+	}
+	if err := binding.SignKey(sub, mallory.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	var key bytes.Buffer
+	key.Write(g.run("", "--export", malloryFpr))
+	if err := sub.Serialize(&key); err != nil {
+		t.Fatal(err)
+	}
+	if err := binding.Serialize(&key); err != nil {
+		t.Fatal(err)
+	}
+	k.upload(key.Bytes())
+	stmt := k.challenge("mallory", malloryFpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
+		t.Fatalf("mallory's claim: %d %s", st, code)
+	}
+
+	var doc api.IdentityDoc
+	k.call("GET", "/users/mallory.json", nil, &doc)
+	var fp string
+	for _, f := range doc.Factors {
+		if f.Kind == "ssh" {
+			fp = f.Value
+			if f.Assurance != "claimed" {
+				t.Errorf("alice's SSH key is %q for mallory, want claimed", f.Assurance)
+			}
+		}
+	}
+	if fp == "" {
+		t.Fatal("mallory's key carries no SSH factor: the test proves nothing")
+	}
+	if _, served := k.get("/users/mallory.keys"); strings.Contains(served, keyOnly(alice.pub)) {
+		t.Fatalf("mallory serves alice's SSH key:\n%s", served)
+	}
+	if st, _ := k.call("GET", "/api/v1/ssh/"+fp, nil, nil); st != 404 {
+		t.Errorf("/api/v1/ssh/%s: %d, want 404 (nobody proved it)", fp, st)
+	}
+
+	// Alice proves her own key.
+	stmt = k.challenge("alice", alice.pub, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, alice.sign(t, stmt, "kith")), nil); st != 201 {
+		t.Fatalf("alice's own claim of her key: %d %s", st, code)
+	}
+	var owner api.SSHOwner
+	if st, _ := k.call("GET", "/api/v1/ssh/"+fp, nil, &owner); st != 200 || owner.Handle != "alice" {
+		t.Errorf("/api/v1/ssh/%s: %d %q, want alice", fp, st, owner.Handle)
+	}
+	if _, served := k.get("/users/alice.keys"); !strings.Contains(served, keyOnly(alice.pub)) {
+		t.Errorf("alice does not serve her key:\n%s", served)
+	}
+	k.verifyLog()
+}
+
+// TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature: an auth subkey without
+// a back-signature is a claim until the SSH key signs an add statement
+// for the identity; the proof ends with the subkey.
+func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	ssh := newSSHKey(t, t.TempDir(), "rsa")
+	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(ssh.pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fpr := g.newKey("Carol <carol@example.org>")
+	carol, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", fpr))))
+	if err != nil || carol.PrivateKey == nil {
+		t.Fatalf("carol's secret key: %v", err)
+	}
+	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey))
+	sub.IsSubkey = true
+	binding := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: carol.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &carol.PrimaryKey.KeyId, FlagsValid: true, FlagAuthenticate: true,
+	}
+	if err := binding.SignKey(sub, carol.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	var key bytes.Buffer
+	key.Write(g.run("", "--export", fpr))
+	sub.Serialize(&key)
+	binding.Serialize(&key)
+	k.upload(key.Bytes())
+	stmt := k.challenge("carol", fpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
+		t.Fatalf("claim: %d %s", st, code)
+	}
+	if _, served := k.get("/users/carol.keys"); served != "" {
+		t.Fatalf("an unsigned auth subkey is served: %q", served)
+	}
+	// The SSH key's own signature, with the key's binding as consent.
+	stmt = k.challenge("carol", ssh.pub, "add")
+	if st, code := k.call("POST", "/api/v1/identities/carol/factors", api.AddRequest{
+		Statement: stmt, Signature: ssh.sign(t, stmt, "kith"),
+	}, nil); st != 200 {
+		t.Fatalf("add with the SSH key's signature: %d %s", st, code)
+	}
+	if _, served := k.get("/users/carol.keys"); !strings.Contains(served, keyOnly(ssh.pub)) {
+		t.Fatalf("the proven auth subkey is not served: %q", served)
+	}
+	// The key revokes the subkey: the link ends.
+	sig := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeSubkeyRevocation, PubKeyAlgo: carol.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: time.Now(), IssuerKeyId: &carol.PrimaryKey.KeyId,
+	}
+	if err := sig.RevokeSubkey(sub, carol.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	key.Reset()
+	key.Write(g.run("", "--export", fpr))
+	sub.Serialize(&key)
+	binding.Serialize(&key)
+	sig.Serialize(&key)
+	k.upload(key.Bytes())
+	if _, served := k.get("/users/carol.keys"); served != "" {
+		t.Errorf("a revoked auth subkey is served: %q", served)
+	}
+	k.verifyLog()
+}
