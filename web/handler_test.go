@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web"
 )
 

@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
 	"github.com/kith-keyserver/kith/web"
