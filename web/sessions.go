@@ -72,7 +72,8 @@ func cookie(r *http.Request, base string) string {
 }
 
 // current returns the request's session, or nil. A session past its idle
-// timeout is ended here.
+// timeout, or one that may no longer act for its identity (see
+// stillLinked), is ended here.
 func (h *Handler) current(r *http.Request) (*session.Session, error) {
 	token := cookie(r, sessionCookie)
 	if token == "" || !session.WellFormed(token) {
@@ -93,6 +94,18 @@ func (h *Handler) current(r *http.Request) (*session.Session, error) {
 		}
 		return nil, nil
 	}
+	ok, err := h.stillLinked(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if err := h.deps.Sessions.DeleteSession(ctx, s.TokenHash); err != nil {
+			return nil, fmt.Errorf("web: end unlinked session: %w", err)
+		}
+		h.log.InfoContext(ctx, "web: session ended: its account is no longer linked",
+			slog.String("handle", string(s.Handle)), slog.String("provider", s.Provider))
+		return nil, nil
+	}
 	if now.Sub(s.LastSeen) > touchInterval {
 		if err := h.deps.Sessions.TouchSession(ctx, s.TokenHash, now); err != nil {
 			h.log.WarnContext(ctx, "web: touch session", slog.Any("error", err))
@@ -100,6 +113,28 @@ func (h *Handler) current(r *http.Request) (*session.Session, error) {
 		s.LastSeen = now
 	}
 	return s, nil
+}
+
+// stillLinked reports whether the session may still act for its
+// identity: the identity exists and the account the session was opened
+// with is still proven for it. A session holds the consent of that
+// account alone, so once the account is unlinked (on the account page, by
+// a revocation through the API, or by deleting the identity) the session
+// is no one's. A pending session (no handle yet) acts for no identity
+// and is always still linked.
+func (h *Handler) stillLinked(ctx context.Context, s *session.Session) (bool, error) {
+	if s.Handle == "" {
+		return true, nil
+	}
+	_, a, _, err := h.deps.Identities.Lookup(ctx, string(s.Handle))
+	switch identity.CodeOf(err) {
+	case identity.CodeUnknownIdentity, identity.CodeBadHandle:
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("web: check session of %s: %w", s.Handle, err)
+	}
+	return a.Proven(s.Account), nil
 }
 
 // user returns the request's session when it acts for an identity (not a
