@@ -19,8 +19,10 @@ import (
 	"github.com/kith-keyserver/kith/oidc"
 )
 
-// Cookie names. Over TLS the __Host- prefix makes browsers insist on
-// Secure, Path=/ and no Domain, so a sibling subdomain cannot plant one.
+// Cookie names. With secure cookies (SecureCookies or TLS) the names carry
+// the __Host- prefix, which makes browsers insist on Secure, Path=/ and no
+// Domain, so a sibling subdomain cannot plant one; the unprefixed names
+// are then not read at all.
 const (
 	sessionCookie = "kith-session"
 	csrfCookie    = "kith-csrf"
@@ -60,13 +62,14 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, base, value 
 	http.SetCookie(w, c)
 }
 
-// cookie returns the request's cookie of that base name, under either
-// form of its name.
-func cookie(r *http.Request, base string) string {
-	for _, name := range []string{hostPrefix + base, base} {
-		if c, err := r.Cookie(name); err == nil && c.Value != "" {
-			return c.Value
-		}
+// cookie returns the request's cookie of that base name, under the one
+// name setCookie gives it for this request. With secure cookies only the
+// __Host- name is read: a sibling subdomain or a plain-HTTP response can
+// plant the unprefixed name, which would otherwise log the browser into
+// the planter's session or bind its forms to the planter's token.
+func (h *Handler) cookie(r *http.Request, base string) string {
+	if c, err := r.Cookie(cookieName(base, h.secure(r))); err == nil {
+		return c.Value
 	}
 	return ""
 }
@@ -75,7 +78,7 @@ func cookie(r *http.Request, base string) string {
 // timeout, or one that may no longer act for its identity (see
 // stillLinked), is ended here.
 func (h *Handler) current(r *http.Request) (*session.Session, error) {
-	token := cookie(r, sessionCookie)
+	token := h.cookie(r, sessionCookie)
 	if token == "" || !session.WellFormed(token) {
 		return nil, nil
 	}
@@ -177,7 +180,7 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request, handle ide
 // endSession deletes the request's session, if any, and its cookie.
 func (h *Handler) endSession(w http.ResponseWriter, r *http.Request) error {
 	h.setCookie(w, r, sessionCookie, "", 0)
-	token := cookie(r, sessionCookie)
+	token := h.cookie(r, sessionCookie)
 	if token == "" || !session.WellFormed(token) {
 		return nil
 	}
@@ -194,7 +197,7 @@ func (h *Handler) csrfBinding(w http.ResponseWriter, r *http.Request, s *session
 	if s != nil {
 		return "session:" + hex.EncodeToString(s.TokenHash)
 	}
-	if v := cookie(r, csrfCookie); len(v) == 43 {
+	if v := h.cookie(r, csrfCookie); len(v) == 43 {
 		return "visitor:" + v
 	}
 	if !set {
