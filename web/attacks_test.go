@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -215,6 +216,61 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		if strings.Contains(logs, v) {
 			t.Errorf("the log contains the %s", name)
+		}
+	}
+}
+
+// TestUnprefixedCookiesAreIgnoredOverTLS: over TLS only the __Host-
+// cookie names count. A sibling subdomain (or a plain-HTTP response) can
+// plant kith-session or kith-csrf, but not __Host- ones: were the plain
+// names read, an attacker could log a victim into the attacker's
+// identity, or forge the victim's visitor forms.
+func TestUnprefixedCookiesAreIgnoredOverTLS(t *testing.T) {
+	s := newSite(t, web.Options{})
+	attacker := s.browser()
+	attacker.signUp(bob, "bob")
+	session := attacker.cookie("kith-session")
+	if session == nil || session.Name != "__Host-kith-session" {
+		t.Fatalf("the attacker's session cookie: %+v", session)
+	}
+	visitor := s.browser()
+	upload := visitor.get("/upload")
+	csrf := visitor.cookie("kith-csrf")
+	if csrf == nil || csrf.Name != "__Host-kith-csrf" {
+		t.Fatalf("the visitor cookie: %+v", csrf)
+	}
+	token := upload.csrf(t)
+
+	u, _ := url.Parse(s.srv.URL)
+	victim := s.browser()
+	victim.c.Jar.SetCookies(u, []*http.Cookie{{Name: "kith-session", Value: session.Value, Path: "/"}})
+	if p := victim.get("/account"); p.url.Path != "/login" || strings.Contains(p.body, `<span id="handle">bob</span>`) {
+		t.Errorf("a planted kith-session cookie logged the victim in: at %s", p.url)
+	}
+	victim = s.browser()
+	victim.c.Jar.SetCookies(u, []*http.Cookie{{Name: "kith-csrf", Value: csrf.Value, Path: "/"}})
+	armored := "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ\n-----END PGP PUBLIC KEY BLOCK-----\n"
+	if p := victim.post("/upload", url.Values{"keytext": {armored}, "csrf": {token}}); p.status != http.StatusForbidden {
+		t.Errorf("a form with the token of a planted kith-csrf cookie was accepted: %d", p.status)
+	}
+}
+
+// TestUnprefixedCookiesAreIgnoredWithSecureCookies: behind a TLS proxy
+// (SecureCookies, requests arriving over plain HTTP) the plain names do
+// not count either.
+func TestUnprefixedCookiesAreIgnoredWithSecureCookies(t *testing.T) {
+	s := newSite(t, web.Options{SecureCookies: true})
+	attacker := s.browser()
+	attacker.signUp(bob, "bob")
+	token := attacker.cookie("kith-session").Value
+	for _, name := range []string{"__Host-kith-session", "kith-session"} {
+		req := httptest.NewRequest(http.MethodGet, "http://keys.example.org/account", nil)
+		req.AddCookie(&http.Cookie{Name: name, Value: token})
+		w := httptest.NewRecorder()
+		s.web.ServeHTTP(w, req)
+		loggedIn := w.Code == http.StatusOK && strings.Contains(w.Body.String(), `<span id="handle">bob</span>`)
+		if want := name == "__Host-kith-session"; loggedIn != want {
+			t.Errorf("GET /account over plain HTTP with cookie %s: %d, logged in %v, want %v", name, w.Code, loggedIn, want)
 		}
 	}
 }

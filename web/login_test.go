@@ -196,3 +196,67 @@ func TestHandleTakenIsRefused(t *testing.T) {
 		t.Fatalf("reserved handle: %d:\n%s", p.status, p.body)
 	}
 }
+
+// TestCallbackStartedInAnotherBrowserIsRefused: a login is bound to the
+// browser that began it (its state, nonce and PKCE verifier live in that
+// browser's sealed flow cookie). An attacker who begins a login, approves
+// it with their own account and sends the callback URL to a victim gets
+// neither a session in the victim's browser nor their account linked to
+// the victim's identity, whether the victim has a login of their own in
+// progress or not.
+func TestCallbackStartedInAnotherBrowserIsRefused(t *testing.T) {
+	s := newSite(t, web.Options{})
+	victim := s.browser()
+	victim.signUp(alice, "alice")
+	fresh := s.browser()
+	mallory := carol // the attacker's own account at the provider
+
+	for _, tc := range []struct {
+		name string
+		// prepare readies the victim's browser; it returns the browser
+		// and the handle it must still be logged in as ("" for none).
+		prepare func() (*browser, string)
+		want    string
+	}{
+		{"LoggedInWithoutFlow", func() (*browser, string) { return victim, "alice" }, "not started in this browser"},
+		{"LoggedInLinking", func() (*browser, string) {
+			form := victim.get("/account")
+			if p := victim.post("/login/other", url.Values{"csrf": {form.csrf(t)}, "next": {"/account"}}); p.url.Path != "/login" {
+				t.Fatalf("the victim's link begin: at %s", p.url)
+			}
+			return victim, "alice"
+		}, "state mismatch"},
+		{"VisitorLoggingIn", func() (*browser, string) {
+			fresh.beginAtProvider("other", "/")
+			return fresh, ""
+		}, "state mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attacker := s.browser()
+			cb := attacker.approve(attacker.beginAtProvider("other", "/account"), mallory)
+			b, handle := tc.prepare()
+			before := s.logLen()
+			p := b.get(cb.String())
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, tc.want) || !strings.Contains(p.body, "Nothing was stored") {
+				t.Errorf("the attacker's callback in the victim's browser: %d at %s, want 403 saying %q:\n%s", p.status, p.url, tc.want, p.body)
+			}
+			if n := s.logLen(); n != before {
+				t.Errorf("the attacker's callback wrote %d evidence records", n-before)
+			}
+			if h, err := s.svc.WhoProves(t.Context(), identity.OIDCFactor(s.op.Issuer, mallory.Subject)); identity.CodeOf(err) != identity.CodeNotLinked {
+				t.Errorf("the attacker's account is linked to %q (%v)", h, err)
+			}
+			acct := b.get("/account")
+			switch {
+			case handle == "" && acct.url.Path != "/login":
+				t.Errorf("the victim's browser holds a session: at %s", acct.url)
+			case handle != "" && !strings.Contains(acct.body, `<span id="handle">`+handle+`</span>`):
+				t.Errorf("the victim is no longer logged in as %s: at %s", handle, acct.url)
+			}
+			// The attacker's own browser can still finish its login.
+			if p := attacker.get(cb.String()); p.url.Path != "/login/choose-handle" {
+				t.Errorf("the attacker's own callback ended at %s", p.url)
+			}
+		})
+	}
+}

@@ -19,8 +19,10 @@ import (
 	"github.com/kith-keyserver/kith/oidc"
 )
 
-// Cookie names. Over TLS the __Host- prefix makes browsers insist on
-// Secure, Path=/ and no Domain, so a sibling subdomain cannot plant one.
+// Cookie names. With secure cookies (SecureCookies or TLS) the names carry
+// the __Host- prefix, which makes browsers insist on Secure, Path=/ and no
+// Domain, so a sibling subdomain cannot plant one; the unprefixed names
+// are then not read at all.
 const (
 	sessionCookie = "kith-session"
 	csrfCookie    = "kith-csrf"
@@ -60,21 +62,23 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, base, value 
 	http.SetCookie(w, c)
 }
 
-// cookie returns the request's cookie of that base name, under either
-// form of its name.
-func cookie(r *http.Request, base string) string {
-	for _, name := range []string{hostPrefix + base, base} {
-		if c, err := r.Cookie(name); err == nil && c.Value != "" {
-			return c.Value
-		}
+// cookie returns the request's cookie of that base name, under the one
+// name setCookie gives it for this request. With secure cookies only the
+// __Host- name is read: a sibling subdomain or a plain-HTTP response can
+// plant the unprefixed name, which would otherwise log the browser into
+// the planter's session or bind its forms to the planter's token.
+func (h *Handler) cookie(r *http.Request, base string) string {
+	if c, err := r.Cookie(cookieName(base, h.secure(r))); err == nil {
+		return c.Value
 	}
 	return ""
 }
 
 // current returns the request's session, or nil. A session past its idle
-// timeout is ended here.
+// timeout, or one that may no longer act for its identity (see
+// stillLinked), is ended here.
 func (h *Handler) current(r *http.Request) (*session.Session, error) {
-	token := cookie(r, sessionCookie)
+	token := h.cookie(r, sessionCookie)
 	if token == "" || !session.WellFormed(token) {
 		return nil, nil
 	}
@@ -93,6 +97,18 @@ func (h *Handler) current(r *http.Request) (*session.Session, error) {
 		}
 		return nil, nil
 	}
+	ok, err := h.stillLinked(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if err := h.deps.Sessions.DeleteSession(ctx, s.TokenHash); err != nil {
+			return nil, fmt.Errorf("web: end unlinked session: %w", err)
+		}
+		h.log.InfoContext(ctx, "web: session ended: its account is no longer linked",
+			slog.String("handle", string(s.Handle)), slog.String("provider", s.Provider))
+		return nil, nil
+	}
 	if now.Sub(s.LastSeen) > touchInterval {
 		if err := h.deps.Sessions.TouchSession(ctx, s.TokenHash, now); err != nil {
 			h.log.WarnContext(ctx, "web: touch session", slog.Any("error", err))
@@ -100,6 +116,28 @@ func (h *Handler) current(r *http.Request) (*session.Session, error) {
 		s.LastSeen = now
 	}
 	return s, nil
+}
+
+// stillLinked reports whether the session may still act for its
+// identity: the identity exists and the account the session was opened
+// with is still proven for it. A session holds the consent of that
+// account alone, so once the account is unlinked (on the account page, by
+// a revocation through the API, or by deleting the identity) the session
+// is no one's. A pending session (no handle yet) acts for no identity
+// and is always still linked.
+func (h *Handler) stillLinked(ctx context.Context, s *session.Session) (bool, error) {
+	if s.Handle == "" {
+		return true, nil
+	}
+	_, a, _, err := h.deps.Identities.Lookup(ctx, string(s.Handle))
+	switch identity.CodeOf(err) {
+	case identity.CodeUnknownIdentity, identity.CodeBadHandle:
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("web: check session of %s: %w", s.Handle, err)
+	}
+	return a.Proven(s.Account), nil
 }
 
 // user returns the request's session when it acts for an identity (not a
@@ -142,7 +180,7 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request, handle ide
 // endSession deletes the request's session, if any, and its cookie.
 func (h *Handler) endSession(w http.ResponseWriter, r *http.Request) error {
 	h.setCookie(w, r, sessionCookie, "", 0)
-	token := cookie(r, sessionCookie)
+	token := h.cookie(r, sessionCookie)
 	if token == "" || !session.WellFormed(token) {
 		return nil
 	}
@@ -159,7 +197,7 @@ func (h *Handler) csrfBinding(w http.ResponseWriter, r *http.Request, s *session
 	if s != nil {
 		return "session:" + hex.EncodeToString(s.TokenHash)
 	}
-	if v := cookie(r, csrfCookie); len(v) == 43 {
+	if v := h.cookie(r, csrfCookie); len(v) == 43 {
 		return "visitor:" + v
 	}
 	if !set {

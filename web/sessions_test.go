@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -123,5 +124,100 @@ func TestUnlinkAndLogOutEverywhere(t *testing.T) {
 		if p := br.get("/account"); p.url.Path != "/login" {
 			t.Errorf("a session survived logging out everywhere")
 		}
+	}
+}
+
+// TestSessionEndsWhenItsAccountIsUnlinked: a session acts for its
+// identity only while the account it was opened with is proven for it.
+// Once another of the identity's sessions unlinks that account, the
+// session can neither end the others nor reach the account page, and its
+// row is gone.
+func TestSessionEndsWhenItsAccountIsUnlinked(t *testing.T) {
+	s := newSite(t, web.Options{})
+	a := s.browser()
+	a.signUp(alice, "alice")
+	// Link carol's account to alice, and log in with it elsewhere.
+	form := a.get("/account")
+	begin := a.post("/login/other", url.Values{"csrf": {form.csrf(t)}, "next": {"/account"}})
+	if p := a.get(a.approve(begin.url.Query().Get("authRequestID"), carol).String()); !strings.Contains(p.body, "The account is linked") {
+		t.Fatalf("link carol's account: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+	c := s.browser()
+	if p := c.login("other", "/account", carol); !strings.Contains(p.body, `<span id="handle">alice</span>`) {
+		t.Fatalf("login with carol's account:\n%s", p.body)
+	}
+	stale := a.get("/account")
+	token := a.cookie("kith-session").Value
+
+	// Carol's session unlinks alice's account (say it was stolen).
+	p := c.post("/account/unlink", url.Values{"csrf": {c.get("/account").csrf(t)}, "kind": {"oidc"}, "value": {s.op.Issuer + " " + alice.Subject}})
+	if p.url.Path != "/account" || !strings.Contains(p.body, "The factor is unlinked") {
+		t.Fatalf("unlink alice's account: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+
+	// The session opened with the unlinked account cannot act.
+	before := s.logLen()
+	if p := a.post("/account/sessions/end", url.Values{"csrf": {stale.csrf(t)}}); p.status != http.StatusForbidden {
+		t.Errorf("the unlinked account's session ended the identity's sessions: %d at %s", p.status, p.url)
+	}
+	if p := c.get("/account"); p.url.Path != "/account" {
+		t.Errorf("carol's session was ended by the unlinked account's session: at %s", p.url)
+	}
+	if p := a.get("/account"); p.url.Path != "/login" {
+		t.Errorf("the unlinked account's session still reaches %s", p.url)
+	}
+	if _, err := s.store.Session(t.Context(), session.Hash(token), time.Now()); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("the unlinked account's session is still stored: %v", err)
+	}
+	if s.logLen() != before {
+		t.Errorf("the unlinked account's session wrote evidence")
+	}
+}
+
+// TestSessionsEndWhenTheAccountIsRevokedElsewhere: revoking the session's
+// account outside the web pages (with another factor's signature, as the
+// API does) ends every session opened with that account, at its next
+// request.
+func TestSessionsEndWhenTheAccountIsRevokedElsewhere(t *testing.T) {
+	s := newSite(t, web.Options{})
+	a := s.browser()
+	a.signUp(alice, "alice")
+	keyPath, pub := sshKey(t)
+	if p := a.linkSSHKey(keyPath, pub); !strings.Contains(p.body, "The key is linked") {
+		t.Fatalf("link SSH key: %d:\n%s", p.status, p.body)
+	}
+	b := s.browser()
+	b.login("kith", "/account", alice)
+	stale := b.get("/account")
+
+	_, as, _, err := s.svc.Lookup(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := as.Of(identity.KindSSH, identity.LevelProven)
+	if len(keys) != 1 {
+		t.Fatalf("proven SSH keys: %+v", keys)
+	}
+	account := identity.OIDCFactor(s.op.Issuer, alice.Subject)
+	c, err := s.svc.IssueChallenge(t.Context(), identity.PurposeRevoke, "alice", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.Revoke(t.Context(), identity.RevokeRequest{Statement: c.Statement,
+		By: identity.Proof{Factor: keys[0].Factor, Signature: []byte(sshSign(t, keyPath, c.Statement))}}); err != nil {
+		t.Fatalf("revoke alice's account with the SSH key: %v", err)
+	}
+
+	if p := a.get("/account"); p.url.Path != "/login" {
+		t.Errorf("a session of the revoked account still reaches %s", p.url)
+	}
+	if p := b.post("/account/sessions/end", url.Values{"csrf": {stale.csrf(t)}}); p.status != http.StatusForbidden {
+		t.Errorf("a session of the revoked account ended sessions: %d at %s", p.status, p.url)
+	}
+	if p := b.get("/account"); p.url.Path != "/login" {
+		t.Errorf("a session of the revoked account still reaches %s", p.url)
+	}
+	if list, err := s.store.IdentitySessions(t.Context(), "alice", time.Now()); err != nil || len(list) != 0 {
+		t.Errorf("sessions of the revoked account still stored: %d, %v", len(list), err)
 	}
 }

@@ -45,7 +45,10 @@ type Session struct {
 	// nothing but choose one).
 	Handle identity.Handle
 	// Account is the OpenID Connect account (an identity.KindOIDC factor)
-	// whose login opened the session.
+	// whose login opened the session. The session acts for Handle only
+	// while Account is proven for that identity: the web package ends it
+	// at its first request after the account is unlinked or the identity
+	// deleted.
 	Account identity.Factor
 	// Provider is the configured name of the account's provider.
 	Provider string
