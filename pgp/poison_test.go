@@ -50,17 +50,20 @@ func lyingRSACertification() []byte {
 	return b
 }
 
-// debianSample returns the first n keys of the Debian keyring after the
-// policy.
+// debianSample returns n keys spread over the Debian keyring (every
+// len/n-th, from the first), after the policy.
 func debianSample(t testing.TB, n int) []*Key {
 	t.Helper()
-	r := NewReader(bytes.NewReader(needFile(t, debianKeyring)))
-	var keys []*Key
-	for len(keys) < n {
-		k, err := r.Next()
-		if err != nil {
-			t.Fatalf("reading the Debian keyring: %v", err)
-		}
+	all, err := ReadKeys(bytes.NewReader(needFile(t, debianKeyring)))
+	if err != nil {
+		t.Fatalf("reading the Debian keyring: %v", err)
+	}
+	if n > len(all) {
+		n = len(all)
+	}
+	keys := make([]*Key, 0, n)
+	for i := 0; i < n; i++ {
+		k := all[i*len(all)/n]
 		out, _, err := Policy{}.Apply(k)
 		if err != nil {
 			t.Fatalf("Debian key %X: %v", k.Fingerprint(), err)
