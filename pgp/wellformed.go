@@ -236,12 +236,12 @@ func curvePoint(b []byte) ([]byte, error) {
 	if len(b) < 1+n {
 		return nil, fmt.Errorf("%w: curve OID of %d bytes, %d left", ErrMalformedPacket, n, len(b)-1)
 	}
-	oid := string(b[1 : 1+n])
+	oid := b[1 : 1+n]
 	point, rest, err := mpi(b[1+n:])
 	if err != nil {
 		return nil, err
 	}
-	if want, ok := curvePointSizes[oid]; ok && len(point) != want {
+	if want, ok := curvePointSizes[string(oid)]; ok && len(point) != want {
 		return nil, fmt.Errorf("%w: curve point of %d bytes, want %d", ErrMalformedPacket, len(point), want)
 	}
 	return rest, nil
