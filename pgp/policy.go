@@ -164,6 +164,9 @@ func (p Policy) apply(st *structured) (*Key, Report, error) {
 	if prim.pub == nil {
 		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w: %v", fprHex, ErrUnsupportedKey, prim.pubErr)
 	}
+	if err := checkPublicKey(st.primary.Body); err != nil {
+		return nil, rep, fmt.Errorf("pgp: policy: key %s: primary key: %w", fprHex, err)
+	}
 
 	direct := p.filterSigs(prim, kindDirect, nil, nil, st.direct, &rep)
 
@@ -241,6 +244,27 @@ func (p Policy) apply(st *structured) (*Key, Report, error) {
 	return out, rep, nil
 }
 
+// structuralDrop checks that a signature, user attribute or subkey packet
+// is well formed and of a version that fits a key whose primary is of
+// primaryVersion; if not, it returns the reason to drop it.
+func structuralDrop(primaryVersion int, p Packet) (DropReason, bool) {
+	err := CheckPacket(p)
+	if err == nil {
+		err = checkVersionFits(primaryVersion, p)
+	}
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, ErrUnknownVersion):
+		return DropUnreadableVersion, false
+	case errors.Is(err, ErrUnknownAlgorithm):
+		return DropUnknownAlgorithm, false
+	case p.Tag == TagSignature:
+		return DropMalformedSignature, false
+	}
+	return DropMalformedPacket, false
+}
+
 // checkComponent checks one user ID, user attribute or subkey and its
 // signatures. When the component is dropped it returns the reason (its
 // surviving signatures, in kc.sigs, are then orphans).
@@ -256,6 +280,12 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 	if len(c.pkt.Body) > limit {
 		kc.sigs = make([]keptSig, len(c.sigs))
 		return kc, DropPacketTooLarge, false
+	}
+	if c.kind != kindUserID {
+		if reason, ok := structuralDrop(prim.version, c.pkt); !ok {
+			kc.sigs = make([]keptSig, len(c.sigs))
+			return kc, reason, false
+		}
 	}
 	if c.kind == kindSubkey {
 		km, err := parseKeyMaterial(c.pkt.Body, true)
@@ -303,6 +333,10 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 		}
 		if len(s.Body) > p.MaxSignatureSize {
 			rep.add(DropPacketTooLarge, 1)
+			continue
+		}
+		if reason, ok := structuralDrop(prim.version, s); !ok {
+			rep.add(reason, 1)
 			continue
 		}
 		info, err := parseSigInfo(s.Body)

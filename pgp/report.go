@@ -30,10 +30,12 @@ const (
 	DropDuplicate
 	// DropPacketTooLarge: a packet over its size limit.
 	DropPacketTooLarge
-	// DropMalformedPacket: a user ID, attribute or subkey packet whose body
-	// cannot be parsed.
+	// DropMalformedPacket: a user attribute or subkey packet that is not
+	// well formed (see CheckPacket): its body cannot be parsed, a length in
+	// it lies, or bytes trail its fields.
 	DropMalformedPacket
-	// DropMalformedSignature: a signature packet whose body cannot be parsed.
+	// DropMalformedSignature: a signature packet that is not well formed
+	// (see CheckPacket), third-party certifications included.
 	DropMalformedSignature
 	// DropUnsupportedSignature: a self-signature Kith cannot check (unknown
 	// version, hash or algorithm).
@@ -63,6 +65,13 @@ const (
 	// DropKeySizeLimit: a third-party certification shed (oldest first) to
 	// bring the key under the whole-key size limit.
 	DropKeySizeLimit
+	// DropUnreadableVersion: a signature or subkey whose version RFC 9580
+	// does not define (or LibrePGP's v5), or one gpg stops reading at where
+	// it stands: a v6 signature or subkey on a v3 or v4 key, a v3 subkey.
+	DropUnreadableVersion
+	// DropUnknownAlgorithm: a signature or subkey of a public-key algorithm
+	// RFC 9580 does not define, whose fields cannot be checked.
+	DropUnknownAlgorithm
 
 	numDropReasons
 )
@@ -87,6 +96,8 @@ var dropReasonNames = [numDropReasons]string{
 	DropTooManyUserIDs:       "too-many-user-ids",
 	DropTooManySubkeys:       "too-many-subkeys",
 	DropKeySizeLimit:         "key-size-limit",
+	DropUnreadableVersion:    "unreadable-version",
+	DropUnknownAlgorithm:     "unknown-algorithm",
 }
 
 // String returns the reason's stable kebab-case name (for logs and metrics).

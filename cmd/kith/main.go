@@ -6,6 +6,7 @@
 //	kith migrate   apply the store's schema migrations and print the version
 //	kith load      bulk-load SKS dump files and armored key files
 //	kith dump      write the store as SKS dump files
+//	kith repair    re-run the key policy over every stored key
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -48,6 +49,7 @@ func commands() []command {
 		{"migrate", "apply the store's schema migrations and print the schema version", runMigrate},
 		{"load", "bulk-load SKS dump files and armored key files into the store", runLoad},
 		{"dump", "write every stored key as SKS-format dump files", runDump},
+		{"repair", "re-run the key policy over every stored key and write back what it changes", runRepair},
 		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"version", "print Kith's version", runVersion},
