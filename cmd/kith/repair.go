@@ -13,7 +13,6 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
-	"github.com/kith-keyserver/kith/web/api"
 )
 
 // repairBatch is how many changed keys go into one store transaction.
@@ -37,13 +36,12 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 
-	// A changed key refreshes the identity links it implies, as in serve.
-	v := &api.Verifier{Keys: st.Store}
-	svc, err := identity.NewService(st.Store, v, identity.ServiceOptions{Server: "Kith <" + cfg.publicURL() + ">"})
-	if err != nil {
+	// A changed key refreshes the identity links it implies, as in serve:
+	// through the store's key-change hook.
+	if _, err := newIdentityService(st.Store, cfg.serverName(), log); err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	r := &repairer{store: st.Store, policy: policy, sync: svc.SyncKey, log: log, dryRun: *dryRun,
+	r := &repairer{store: st.Store, policy: policy, log: log, dryRun: *dryRun,
 		rejected: map[string][]string{}}
 	start := time.Now()
 	if err := r.run(ctx); err != nil {
@@ -64,7 +62,6 @@ type repairStore interface {
 type repairer struct {
 	store  repairStore
 	policy pgp.Policy
-	sync   func(ctx context.Context, fingerprint []byte) error
 	log    *slog.Logger
 	dryRun bool
 
@@ -122,18 +119,8 @@ func (r *repairer) flush(ctx context.Context) error {
 	if len(r.batch) == 0 {
 		return nil
 	}
-	changes, err := r.store.AddKeys(ctx, r.batch)
-	if err != nil {
+	if _, err := r.store.AddKeys(ctx, r.batch); err != nil {
 		return err
-	}
-	for i, c := range changes {
-		if c == identity.KeyUnchanged {
-			continue
-		}
-		fp := r.batch[i].Fingerprint()
-		if err := r.sync(ctx, fp); err != nil {
-			r.log.Warn("repair: sync identity links of a changed key", "fingerprint", fmt.Sprintf("%X", fp), "err", err)
-		}
 	}
 	r.batch = r.batch[:0]
 	return nil
