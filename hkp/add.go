@@ -207,7 +207,7 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	applied, rep, err := h.opts.Policy.Apply(k)
 	if err != nil {
 		res.Result = resultRejected
-		res.Reason = rejectionReason(err)
+		res.Reason = pgp.RejectionReason(err)
 		return res
 	}
 	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))
@@ -232,21 +232,6 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	// answers the change outdates on this node before AddKey returned.
 	res.Result = change.String()
 	return res
-}
-
-// rejectionReason says in words why the policy rejected a key.
-func rejectionReason(err error) string {
-	switch {
-	case errors.Is(err, pgp.ErrNoSelfSignature):
-		return "no valid self-signature"
-	case errors.Is(err, pgp.ErrKeyTooLarge):
-		return "key too large"
-	case errors.Is(err, pgp.ErrUnsupportedKey):
-		return "unsupported primary key (version or algorithm)"
-	case errors.Is(err, pgp.ErrNotPublicKey):
-		return "not a public key"
-	}
-	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "pgp: "), "policy: ")
 }
 
 func (r *AddResponse) add(res AddResult) {

@@ -3,6 +3,7 @@
 package pgp
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -166,4 +167,22 @@ func (r Report) String() string {
 		return "nothing dropped"
 	}
 	return b.String()
+}
+
+// RejectionReason names, in a few stable words, why a key was refused as
+// a whole (by a Reader or a Policy): the text of the sentinel error err
+// wraps, without the details (fingerprints, offsets) that make every
+// error unique; "other" when err wraps none. Every upload path (HKP, the
+// pages, recon, `kith load`) reports refusals with it.
+func RejectionReason(err error) string {
+	for _, known := range []error{
+		ErrNoSelfSignature, ErrKeyTooLarge, ErrUnsupportedKey, ErrMalformedKey,
+		ErrNotPublicKey, ErrBadHeader, ErrPartialLength, ErrIndeterminateLength,
+		ErrTruncated, ErrPacketTooLarge, ErrBadArmor, ErrFingerprintMismatch,
+	} {
+		if errors.Is(err, known) {
+			return known.Error()
+		}
+	}
+	return "other"
 }

@@ -376,19 +376,7 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 	}
 	applied, rep, err := h.opts.Policy.Apply(k)
 	if err != nil {
-		res.Result = "rejected"
-		switch {
-		case errors.Is(err, pgp.ErrNoSelfSignature):
-			res.Reason = "it has no valid self-signature"
-		case errors.Is(err, pgp.ErrKeyTooLarge):
-			res.Reason = "it is too large"
-		case errors.Is(err, pgp.ErrUnsupportedKey):
-			res.Reason = "its primary key's version or algorithm is not supported"
-		case errors.Is(err, pgp.ErrNotPublicKey):
-			res.Reason = "it is not a public key"
-		default:
-			res.Reason = strings.TrimPrefix(err.Error(), "pgp: ")
-		}
+		res.Result, res.Reason = "rejected", pgp.RejectionReason(err)
 		return res
 	}
 	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))

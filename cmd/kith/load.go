@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,7 +184,7 @@ func (s *loadSummary) addChanges(cs []identity.KeyChange) {
 	}
 }
 
-func (s *loadSummary) addRejected(err error) { s.rejected[rejectionReason(err)]++ }
+func (s *loadSummary) addRejected(err error) { s.rejected[pgp.RejectionReason(err)]++ }
 
 func (s *loadSummary) addDropped(r pgp.Report) { s.dropped.Add(r) }
 
@@ -218,21 +217,6 @@ func (s *loadSummary) write(w io.Writer, took time.Duration) {
 		fmt.Fprintf(&b, "  packets dropped by the policy: %s\n", s.dropped.String())
 	}
 	io.WriteString(w, b.String())
-}
-
-// rejectionReason names why a key was refused, without the details
-// (offsets, indexes) that would make every reason unique.
-func rejectionReason(err error) string {
-	for _, known := range []error{
-		pgp.ErrNoSelfSignature, pgp.ErrKeyTooLarge, pgp.ErrUnsupportedKey, pgp.ErrMalformedKey,
-		pgp.ErrNotPublicKey, pgp.ErrBadHeader, pgp.ErrPartialLength, pgp.ErrIndeterminateLength,
-		pgp.ErrTruncated, pgp.ErrPacketTooLarge, pgp.ErrBadArmor,
-	} {
-		if errors.Is(err, known) {
-			return known.Error()
-		}
-	}
-	return "other"
 }
 
 // loadProgress is what the progress display reads; the loader updates it.

@@ -87,7 +87,7 @@ func (r *repairer) run(ctx context.Context) error {
 		}
 		out, rep, err := r.policy.Apply(raw)
 		if err != nil {
-			reason := rejectionReason(err)
+			reason := pgp.RejectionReason(err)
 			r.rejected[reason] = append(r.rejected[reason], fmt.Sprintf("%X", raw.Fingerprint()))
 			return nil
 		}
