@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,10 +51,11 @@ func freePort(t *testing.T) int {
 
 // TestSSHDLogsInOnlyWithProvenKeys runs a real sshd whose
 // AuthorizedKeysCommand is kith authorized-keys against an in-process
-// Kith API, and tries logins with proven, unlinked, claimed-only and
-// revoked keys, then with the Kith server gone.
+// Kith API, as nobody with the cache directory the README has one make,
+// and tries logins with proven, unlinked, claimed-only and revoked keys,
+// then with the Kith server gone.
 func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
-	for _, tool := range []string{"sshd", "ssh", "ssh-keygen", "go"} {
+	for _, tool := range []string{"sshd", "ssh", "ssh-keygen", "go", "install"} {
 		requireTool(t, tool)
 	}
 	if os.Geteuid() != 0 {
@@ -95,10 +98,16 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey).CombinedOutput(); err != nil {
 		t.Fatalf("host key: %v\n%s", err, out)
 	}
-	mapFile := filepath.Join(work, "users.map")
+	// The command runs as nobody, as in the README, so what it reads
+	// sits where nobody can reach it, and its cache is made the
+	// README's way.
+	mapFile := filepath.Join(bin, "users.map")
 	os.WriteFile(mapFile, []byte("# local user, Kith handle\n"+me.Username+" alice\n"), 0o644)
-	cacheDir := filepath.Join(work, "cache")
-	const maxAge = 4 * time.Second
+	cacheDir := filepath.Join(bin, "cache")
+	if out, err := exec.Command("install", "-d", "-o", "nobody", "-m", "0700", cacheDir).CombinedOutput(); err != nil {
+		t.Fatalf("install -d: %v\n%s", err, out)
+	}
+	const maxAge = time.Hour
 	port := freePort(t)
 	config := filepath.Join(work, "sshd_config")
 	cmd := fmt.Sprintf("%s authorized-keys --server %s --cache-dir %s --map %s --max-age %s --timeout 1s --fingerprint %%f %%u",
@@ -109,7 +118,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 		"PidFile " + filepath.Join(work, "sshd.pid"),
 		"AuthorizedKeysFile none",
 		"AuthorizedKeysCommand " + cmd,
-		"AuthorizedKeysCommandUser root",
+		"AuthorizedKeysCommandUser nobody",
 		"PasswordAuthentication no",
 		"KbdInteractiveAuthentication no",
 		"UsePAM no",
@@ -120,8 +129,8 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	}, "\n")), 0o644)
 
 	srv := exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
-	var sshdLog strings.Builder
-	srv.Stdout, srv.Stderr = &sshdLog, &sshdLog
+	sshdLog := &syncBuffer{}
+	srv.Stdout, srv.Stderr = sshdLog, sshdLog
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,20 +187,57 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	}
 
 	// The server goes away: the cached answer still lets the proven key
-	// in, until it is older than max-age.
-	start := time.Now()
+	// in, with a warning in sshd's log, until it is older than max-age.
 	if !login(proven) { // refreshes the cache
 		t.Fatal("the proven key was refused")
+	}
+	if fi, err := os.Stat(filepath.Join(cacheDir, "alice.keys")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobodyUID(t) {
+		t.Fatalf("the command, as nobody, did not cache its answer: %v", err)
 	}
 	a.srv.Close()
 	if !login(proven) {
 		t.Fatal("with the server down, the cached answer did not let the proven key in")
 	}
+	if !eventually(5*time.Second, func() bool {
+		return strings.Contains(sshdLog.String(), "serving the cached answer instead of a live one")
+	}) {
+		t.Fatal("sshd's log has no warning that a cached answer was served")
+	}
 	if login(revoked) {
 		t.Fatal("with the server down, the revoked key logged in")
 	}
-	time.Sleep(time.Until(start.Add(maxAge + 500*time.Millisecond)))
+	old := time.Now().Add(-maxAge - time.Minute)
+	if err := os.Chtimes(filepath.Join(cacheDir, "alice.keys"), old, old); err != nil {
+		t.Fatal(err)
+	}
 	if login(proven) {
 		t.Fatal("the proven key logged in on a cached answer older than max-age")
 	}
+}
+
+// nobodyUID is the uid of the user nobody.
+func nobodyUID(t *testing.T) uint32 {
+	t.Helper()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("no user nobody: %v", err)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(uid)
+}
+
+// eventually polls cond until it holds or within has passed, and
+// reports whether it held.
+func eventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
