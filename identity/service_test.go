@@ -1,0 +1,654 @@
+package identity_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/inprocess"
+)
+
+const server = "Kith <https://keys.example.org>"
+
+// env is a Service over the in-memory store and the fake verifier, with
+// a clock the test moves and a record of what subscribers were told.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	st      *inprocess.Store
+	v       *inprocess.Verifier
+	svc     *identity.Service
+	clock   time.Time
+	changed [][]identity.Handle
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), st: inprocess.New(), v: inprocess.NewVerifier(),
+		clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	svc, err := identity.NewService(e.st, e.v, identity.ServiceOptions{
+		Server: server,
+		Now:    func() time.Time { return e.clock },
+		Rand:   rand.NewChaCha8([32]byte{1}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Subscribe(func(ctx context.Context, hs []identity.Handle) { e.changed = append(e.changed, slices.Clone(hs)) })
+	e.svc = svc
+	return e
+}
+
+// sshKey returns an SSH factor with a well-formed ed25519 blob made from
+// name, and its true fingerprint.
+func sshKey(name string) identity.Factor {
+	sum := sha256.Sum256([]byte(name))
+	var blob []byte
+	blob = binary.BigEndian.AppendUint32(blob, 11)
+	blob = append(blob, "ssh-ed25519"...)
+	blob = binary.BigEndian.AppendUint32(blob, 32)
+	blob = append(blob, sum[:]...)
+	fp := sha256.Sum256(blob)
+	return identity.SSHFactor("SHA256:"+base64.RawStdEncoding.EncodeToString(fp[:]), blob)
+}
+
+// pgpKey returns an OpenPGP factor with a v4-sized fingerprint made from
+// name.
+func pgpKey(name string) identity.Factor {
+	sum := sha1.Sum([]byte(name))
+	return identity.PGPFactor(sum[:])
+}
+
+// sign returns f's fake signature over statement.
+func sign(f identity.Factor, statement []byte) *identity.Proof {
+	switch f.Kind {
+	case identity.KindSSH:
+		return &identity.Proof{Factor: f, Signature: inprocess.SignSSH(f.Data, statement)}
+	case identity.KindPGP:
+		return &identity.Proof{Factor: f, Signature: inprocess.SignPGP(f.Value, statement)}
+	}
+	return &identity.Proof{Factor: f, Signature: []byte("x")}
+}
+
+func authSub(k identity.Factor) identity.KeyLink {
+	return identity.KeyLink{Method: identity.MethodPGPAuthSubkey, To: k, Label: "sub",
+		Statement: []byte("subkey " + k.Value), Signature: []byte("binding")}
+}
+
+func authSubSigned(k identity.Factor) identity.KeyLink {
+	l := authSub(k)
+	l.Method, l.Signature = identity.MethodPGPAuthSubkeySigned, []byte("binding with back-signature")
+	return l
+}
+
+func uid(email string) identity.KeyLink {
+	return identity.KeyLink{Method: identity.MethodPGPUIDSelfSig, To: identity.EmailFactor(email),
+		Statement: []byte("uid <" + email + ">"), Signature: []byte("selfsig")}
+}
+
+// storeKey stores the OpenPGP key p carrying links in the fake verifier.
+func (e *env) storeKey(p identity.Factor, links ...identity.KeyLink) {
+	e.v.SetPGPKey(p.Value, []byte("key "+p.Value), links)
+}
+
+// login returns a login of account name that the verifier accepts.
+func (e *env) login(name string) identity.Login {
+	l := identity.Login{Account: identity.OIDCFactor("https://id.example.org", name), Provider: "example",
+		ClientID: "kith", AuthTime: e.clock, IDToken: "token-" + name, SigningKey: []byte("jwk")}
+	e.v.AddLogin(l)
+	return l
+}
+
+func (e *env) issue(p identity.Purpose, h string, f identity.Factor) *identity.Challenge {
+	e.t.Helper()
+	c, err := e.svc.IssueChallenge(e.ctx, p, h, f)
+	if err != nil {
+		e.t.Fatalf("issue %s %s %s: %v", p, h, f, err)
+	}
+	return c
+}
+
+func (e *env) claimErr(h string, f identity.Factor) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, h, f)
+	if err != nil {
+		return err
+	}
+	_, err = e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(f, c.Statement)})
+	return err
+}
+
+func (e *env) claim(h string, f identity.Factor) {
+	e.t.Helper()
+	if err := e.claimErr(h, f); err != nil {
+		e.t.Fatalf("claim %s with %s: %v", h, f, err)
+	}
+}
+
+// addErr adds f to h: with f's own signature when withNew, with by's
+// consent when by is not zero.
+func (e *env) addErr(h string, f identity.Factor, withNew bool, by identity.Factor) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, h, f)
+	if err != nil {
+		return err
+	}
+	req := identity.AddRequest{Statement: c.Statement}
+	if withNew {
+		req.New = sign(f, c.Statement)
+	}
+	if !by.IsZero() {
+		req.By = sign(by, c.Statement)
+	}
+	return e.svc.Add(e.ctx, req)
+}
+
+func (e *env) add(h string, f identity.Factor, withNew bool, by identity.Factor) {
+	e.t.Helper()
+	if err := e.addErr(h, f, withNew, by); err != nil {
+		e.t.Fatalf("add %s to %s: %v", f, h, err)
+	}
+}
+
+func (e *env) revokeErr(h string, f, by identity.Factor) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeRevoke, h, f)
+	if err != nil {
+		return err
+	}
+	return e.svc.Revoke(e.ctx, identity.RevokeRequest{Statement: c.Statement, By: *sign(by, c.Statement)})
+}
+
+func (e *env) revoke(h string, f, by identity.Factor) {
+	e.t.Helper()
+	if err := e.revokeErr(h, f, by); err != nil {
+		e.t.Fatalf("revoke %s from %s: %v", f, h, err)
+	}
+}
+
+func (e *env) sync(p identity.Factor) {
+	e.t.Helper()
+	fp := mustHex(e.t, p.Value)
+	if err := e.svc.SyncKey(e.ctx, fp); err != nil {
+		e.t.Fatalf("sync %s: %v", p, err)
+	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (e *env) level(h string, f identity.Factor) identity.Level {
+	e.t.Helper()
+	_, a, _, err := e.svc.Lookup(e.ctx, h)
+	if err != nil {
+		e.t.Fatalf("lookup %s: %v", h, err)
+	}
+	st, _ := a.Status(f)
+	return st.Level
+}
+
+func (e *env) wantLevel(h string, f identity.Factor, want identity.Level) {
+	e.t.Helper()
+	if got := e.level(h, f); got != want {
+		e.t.Errorf("%s of %s: %s, want %s", f, h, got, want)
+	}
+}
+
+// log returns the whole evidence log.
+func (e *env) log() []identity.Evidence {
+	e.t.Helper()
+	recs, err := e.st.Log(e.ctx, 0, 1<<30)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return recs
+}
+
+var (
+	k1, k2, k3 = sshKey("k1"), sshKey("k2"), sshKey("k3")
+	pA, pM     = pgpKey("alice's key"), pgpKey("mallory's key")
+	mail       = identity.EmailFactor("alice@example.org")
+)
+
+// TestServiceRefusals has a row for every refusal the Service makes: each
+// sets up, then runs one operation that must be refused with the code,
+// write nothing to the log and tell no subscriber.
+func TestServiceRefusals(t *testing.T) {
+	none := identity.Factor{}
+	tests := []struct {
+		name string
+		code identity.Code
+		// run sets up and returns the operation to refuse.
+		run func(e *env) func() error
+	}{
+		{"a purpose that is not claim, add or revoke", identity.CodeBadRequest, func(e *env) func() error {
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, "delete", "alice", k1); return err }
+		}},
+		{"an add with neither proof", identity.CodeBadRequest, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			return func() error { return e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement}) }
+		}},
+		{"an authorising proof that names no factor", identity.CodeBadRequest, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			by := sign(k1, c.Statement)
+			by.Factor = none
+			return func() error { return e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement, By: by}) }
+		}},
+		{"a handle in upper case", identity.CodeBadHandle, func(e *env) func() error {
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "Alice", k1); return err }
+		}},
+		{"a statement naming a bad handle", identity.CodeBadHandle, func(e *env) func() error {
+			c, err := identity.NewChallenge(server, identity.PurposeClaim, "-x-", k1, make([]byte, 32), e.clock)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k1, c.Statement)})
+				return err
+			}
+		}},
+		{"a login claiming a bad handle", identity.CodeBadHandle, func(e *env) func() error {
+			l := e.login("carol")
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "ca_rol", l); return err }
+		}},
+		{"a reserved handle", identity.CodeReservedHandle, func(e *env) func() error {
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "admin", k1); return err }
+		}},
+		{"a claim challenge for a taken handle", identity.CodeHandleTaken, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "alice", k2); return err }
+		}},
+		{"a claim answered after another took the handle", identity.CodeHandleTaken, func(e *env) func() error {
+			c1 := e.issue(identity.PurposeClaim, "alice", k1)
+			c2 := e.issue(identity.PurposeClaim, "alice", k2)
+			if _, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c1.Statement, Proof: *sign(k1, c1.Statement)}); err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c2.Statement, Proof: *sign(k2, c2.Statement)})
+				return err
+			}
+		}},
+		{"a login claiming a taken handle", identity.CodeHandleTaken, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); return err }
+		}},
+		{"an add challenge for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, "nobody", k1); return err }
+		}},
+		{"an add answered for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
+			e.claim("alice", k1)
+			c, err := identity.NewChallenge(server, identity.PurposeAdd, "nobody", k2, make([]byte, 32), e.clock)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if err := e.st.SaveChallenge(e.ctx, c); err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				return e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement, New: sign(k2, c.Statement), By: sign(k1, c.Statement)})
+			}
+		}},
+		{"a login linked to no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
+			by, l := e.login("carol"), e.login("carol2")
+			return func() error { return e.svc.LinkLogin(e.ctx, "nobody", by, l) }
+		}},
+		{"deleting no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
+			l := e.login("carol")
+			return func() error { _, err := e.svc.DeleteWithSession(e.ctx, "nobody", l); return err }
+		}},
+		{"recording an email for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
+			l := e.login("carol")
+			l.Email = identity.EmailFactor("carol@example.org")
+			e.v.AddLogin(l)
+			return func() error { return e.svc.RecordLoginEmail(e.ctx, "nobody", l) }
+		}},
+		{"an SSH factor that is not a fingerprint", identity.CodeBadFactor, func(e *env) func() error {
+			f := identity.Factor{Kind: identity.KindSSH, Value: "MD5:aa", Data: k1.Data}
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "alice", f); return err }
+		}},
+		{"a login by an account that is not OpenID Connect", identity.CodeBadFactor, func(e *env) func() error {
+			l := e.login("carol")
+			l.Account = k1
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+		}},
+		{"a login with a bad verified email", identity.CodeBadFactor, func(e *env) func() error {
+			l := e.login("carol")
+			l.Email = identity.Factor{Kind: identity.KindEmail, Value: "not an address"}
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+		}},
+		{"a claim by an OpenPGP key that is not stored", identity.CodeUnknownKey, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", pA)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(pA, c.Statement)})
+				return err
+			}
+		}},
+		{"a statement this server did not write", identity.CodeBadStatement, func(e *env) func() error {
+			st := []byte("I am alice, trust me\n")
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: st, Proof: *sign(k1, st)})
+				return err
+			}
+		}},
+		{"a statement that differs from the one issued with its nonce", identity.CodeStatementChanged, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			forged, err := identity.NewChallenge(server, identity.PurposeClaim, "alice", k1, c.Nonce, e.clock.Add(time.Second))
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: forged.Statement, Proof: *sign(k1, forged.Statement)})
+				return err
+			}
+		}},
+		{"a statement issued by another server", identity.CodeWrongServer, func(e *env) func() error {
+			c, err := identity.NewChallenge("Other <https://other.example>", identity.PurposeClaim, "alice", k1, make([]byte, 32), e.clock)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k1, c.Statement)})
+				return err
+			}
+		}},
+		{"an add statement answered as a claim", identity.CodeWrongPurpose, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k2, c.Statement)})
+				return err
+			}
+		}},
+		{"a statement with a nonce this server never issued", identity.CodeUnknownNonce, func(e *env) func() error {
+			c, err := identity.NewChallenge(server, identity.PurposeClaim, "alice", k1, make([]byte, 32), e.clock)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k1, c.Statement)})
+				return err
+			}
+		}},
+		{"a challenge answered twice", identity.CodeNonceUsed, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			req := identity.AddRequest{Statement: c.Statement, New: sign(k2, c.Statement), By: sign(k1, c.Statement)}
+			if err := e.svc.Add(e.ctx, req); err != nil {
+				e.t.Fatal(err)
+			}
+			// Not already_linked: the nonce is checked first.
+			return func() error { return e.svc.Add(e.ctx, req) }
+		}},
+		{"a challenge answered too late", identity.CodeExpired, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			e.clock = e.clock.Add(identity.ChallengeTTL + time.Second)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k1, c.Statement)})
+				return err
+			}
+		}},
+		{"a signature over another statement", identity.CodeBadSignature, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			other := e.issue(identity.PurposeClaim, "alice", k1)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k1, other.Statement)})
+				return err
+			}
+		}},
+		{"no signature", identity.CodeBadSignature, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: identity.Proof{Factor: k1}})
+				return err
+			}
+		}},
+		{"an OpenPGP signature over another statement", identity.CodeBadSignature, func(e *env) func() error {
+			e.storeKey(pA)
+			c := e.issue(identity.PurposeClaim, "alice", pA)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(pA, []byte("other"))})
+				return err
+			}
+		}},
+		{"a login whose ID token does not verify", identity.CodeBadSignature, func(e *env) func() error {
+			l := e.login("carol")
+			l.IDToken = "forged"
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+		}},
+		{"a login for another account than its ID token's", identity.CodeBadSignature, func(e *env) func() error {
+			l := e.login("carol")
+			l.Account = identity.OIDCFactor("https://id.example.org", "mallory")
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "mallory", l); return err }
+		}},
+		{"an SSH signature in another namespace", identity.CodeWrongNamespace, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			p := identity.Proof{Factor: k1, Signature: inprocess.SignSSHNamespace("git", k1.Data, c.Statement)}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: p})
+				return err
+			}
+		}},
+		{"a proof by another factor than the statement's", identity.CodeWrongKey, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k2, c.Statement)})
+				return err
+			}
+		}},
+		{"an SSH signature made by another key", identity.CodeWrongKey, func(e *env) func() error {
+			c := e.issue(identity.PurposeClaim, "alice", k1)
+			p := identity.Proof{Factor: k1, Signature: inprocess.SignSSH(k2.Data, c.Statement)}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: p})
+				return err
+			}
+		}},
+		{"an OpenPGP signature made by another key", identity.CodeWrongKey, func(e *env) func() error {
+			e.storeKey(pA)
+			e.storeKey(pM)
+			c := e.issue(identity.PurposeClaim, "alice", pA)
+			p := identity.Proof{Factor: pA, Signature: inprocess.SignPGP(pM.Value, c.Statement)}
+			return func() error {
+				_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: p})
+				return err
+			}
+		}},
+		{"a claim by a factor proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { return e.claimErr("bob", k1) }
+		}},
+		{"an add of a factor proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.claim("bob", k2)
+			return func() error { return e.addErr("bob", k1, true, k2) }
+		}},
+		{"a consent-only add of a factor proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.claim("bob", k2)
+			return func() error { return e.addErr("bob", k1, false, k2) }
+		}},
+		{"a login claim by an account proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
+			l := e.login("carol")
+			if _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol2", l); return err }
+		}},
+		{"linking an account proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
+			a, b := e.login("a"), e.login("b")
+			for _, x := range []struct {
+				h string
+				l identity.Login
+			}{{"aa", a}, {"bb", b}} {
+				if _, err := e.svc.ClaimWithLogin(e.ctx, x.h, x.l); err != nil {
+					e.t.Fatal(err)
+				}
+			}
+			return func() error { return e.svc.LinkLogin(e.ctx, "aa", a, b) }
+		}},
+		{"an add of a factor already proven here", identity.CodeAlreadyLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.add("alice", k2, true, k1)
+			return func() error { return e.addErr("alice", k2, true, k1) }
+		}},
+		{"linking an account already linked here", identity.CodeAlreadyLinked, func(e *env) func() error {
+			a, b := e.login("a"), e.login("b")
+			if _, err := e.svc.ClaimWithLogin(e.ctx, "aa", a); err != nil {
+				e.t.Fatal(err)
+			}
+			if err := e.svc.LinkLogin(e.ctx, "aa", a, b); err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error { return e.svc.LinkLogin(e.ctx, "aa", a, b) }
+		}},
+		{"consent by a factor not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.claim("mallory", k3)
+			return func() error { return e.addErr("alice", k2, true, k3) }
+		}},
+		{"a factor authorising itself", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { return e.addErr("alice", k2, true, k2) }
+		}},
+		{"a session authorising its own account", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			c := e.issue(identity.PurposeAdd, "alice", l.Account)
+			return func() error {
+				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, Session: l})
+			}
+		}},
+		{"a session whose account is not proven here consenting", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			return func() error {
+				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k2, c.Statement), Session: l})
+			}
+		}},
+		{"a revocation by a factor not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.claim("mallory", k3)
+			return func() error { return e.revokeErr("alice", k1, k3) }
+		}},
+		{"a session revocation by an account not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			c := e.issue(identity.PurposeRevoke, "alice", k1)
+			return func() error { return e.svc.RevokeWithSession(e.ctx, c.Statement, l) }
+		}},
+		{"an email recorded for an account not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			l.Email = identity.EmailFactor("carol@example.org")
+			e.v.AddLogin(l)
+			return func() error { return e.svc.RecordLoginEmail(e.ctx, "alice", l) }
+		}},
+		{"deletion by a session not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			l := e.login("carol")
+			return func() error { _, err := e.svc.DeleteWithSession(e.ctx, "alice", l); return err }
+		}},
+		{"an account link by a session not proven here", identity.CodeNotProven, func(e *env) func() error {
+			e.claim("alice", k1)
+			by, l := e.login("carol"), e.login("carol2")
+			return func() error { return e.svc.LinkLogin(e.ctx, "alice", by, l) }
+		}},
+		{"possession of a factor nobody authorised", identity.CodeNotAuthorized, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { return e.addErr("alice", k2, true, none) }
+		}},
+		{"possession of an auth subkey of a key only claimed here", identity.CodeNotAuthorized, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.storeKey(pA, authSub(k2))
+			e.add("alice", pA, false, k1) // consent only: pA is claimed
+			e.sync(pA)
+			if got := e.level("alice", k2); got != identity.LevelClaimed {
+				e.t.Fatalf("k2 through a claimed key: %s, want claimed", got)
+			}
+			return func() error { return e.addErr("alice", k2, true, none) }
+		}},
+		{"possession after the identity revoked the factor", identity.CodeNotAuthorized, func(e *env) func() error {
+			e.storeKey(pA, authSub(k2))
+			e.claim("alice", pA)
+			e.revoke("alice", k2, pA)
+			return func() error { return e.addErr("alice", k2, true, none) }
+		}},
+		{"revoking a factor that is not linked", identity.CodeNotLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeRevoke, "alice", k2)
+			return func() error {
+				return e.svc.Revoke(e.ctx, identity.RevokeRequest{Statement: c.Statement, By: *sign(k1, c.Statement)})
+			}
+		}},
+		{"revoking a factor twice", identity.CodeNotLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.add("alice", k2, true, k1)
+			e.revoke("alice", k2, k1)
+			return func() error { return e.revokeErr("alice", k2, k1) }
+		}},
+		{"who proves a factor nobody proved", identity.CodeNotLinked, func(e *env) func() error {
+			e.claim("alice", k1)
+			e.add("alice", k2, false, k1) // claimed only
+			return func() error { _, err := e.svc.WhoProves(e.ctx, k2); return err }
+		}},
+		{"a challenge for an email", identity.CodeUnsupported, func(e *env) func() error {
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, "alice", mail); return err }
+		}},
+		{"consent signed by an email", identity.CodeUnsupported, func(e *env) func() error {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			by := &identity.Proof{Factor: mail, Signature: []byte("x")}
+			return func() error {
+				return e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement, New: sign(k2, c.Statement), By: by})
+			}
+		}},
+	}
+	covered := map[identity.Code]bool{}
+	for _, tt := range tests {
+		covered[tt.code] = true
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			op := tt.run(e)
+			before := len(e.log())
+			e.changed = nil
+			err := op()
+			if got := identity.CodeOf(err); got != tt.code {
+				t.Fatalf("got %v (code %q), want code %q", err, got, tt.code)
+			}
+			if n := len(e.log()); n != before {
+				t.Errorf("the refusal wrote %d records", n-before)
+			}
+			if len(e.changed) != 0 {
+				t.Errorf("the refusal told subscribers %v changed", e.changed)
+			}
+		})
+	}
+	for _, c := range []identity.Code{
+		identity.CodeBadRequest, identity.CodeBadHandle, identity.CodeReservedHandle, identity.CodeHandleTaken,
+		identity.CodeUnknownIdentity, identity.CodeBadFactor, identity.CodeUnknownKey, identity.CodeBadStatement,
+		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeUnknownNonce,
+		identity.CodeNonceUsed, identity.CodeExpired, identity.CodeBadSignature, identity.CodeWrongNamespace,
+		identity.CodeWrongKey, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNotProven,
+		identity.CodeNotAuthorized, identity.CodeNotLinked, identity.CodeUnsupported,
+	} {
+		if !covered[c] {
+			t.Errorf("no row for code %s", c)
+		}
+	}
+}
