@@ -652,3 +652,282 @@ func TestServiceRefusals(t *testing.T) {
 		}
 	}
 }
+
+// lastRecord returns the log's last record.
+func (e *env) lastRecord() identity.Evidence {
+	e.t.Helper()
+	log := e.log()
+	if len(log) == 0 {
+		e.t.Fatal("empty log")
+	}
+	return log[len(log)-1]
+}
+
+func (e *env) wantWhoProves(f identity.Factor, want string) {
+	e.t.Helper()
+	h, err := e.svc.WhoProves(e.ctx, f)
+	if want == "" {
+		if identity.CodeOf(err) != identity.CodeNotLinked {
+			e.t.Errorf("who proves %s: %q, %v; want not_linked", f, h, err)
+		}
+		return
+	}
+	if err != nil || string(h) != want {
+		e.t.Errorf("who proves %s: %q, %v; want %q", f, h, err, want)
+	}
+}
+
+func wantCode(t *testing.T, err error, code identity.Code) {
+	t.Helper()
+	if got := identity.CodeOf(err); got != code {
+		t.Fatalf("got %v (code %q), want %q", err, got, code)
+	}
+}
+
+// TestServiceTrustRules has a row for every trust rule of Assess's doc and
+// links.go, played through the Service.
+func TestServiceTrustRules(t *testing.T) {
+	none := identity.Factor{}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, e *env)
+	}{
+		{"a claim proves its factor", func(t *testing.T, e *env) {
+			e.claim("alice", k1)
+			e.wantLevel("alice", k1, identity.LevelProven)
+			e.wantWhoProves(k1, "alice")
+		}},
+		{"an add needs consent and possession", func(t *testing.T, e *env) {
+			e.claim("alice", k1)
+			e.add("alice", k2, false, k1)
+			e.wantLevel("alice", k2, identity.LevelClaimed)
+			e.wantWhoProves(k2, "")
+			e.add("alice", k2, true, none)
+			e.wantLevel("alice", k2, identity.LevelProven)
+			e.add("alice", k3, true, k1)
+			e.wantLevel("alice", k3, identity.LevelProven)
+			e.wantWhoProves(k3, "alice")
+		}},
+		{"a session's consent and the factor's possession prove it", func(t *testing.T, e *env) {
+			l := e.login("alice")
+			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
+				t.Fatal(err)
+			}
+			c := e.issue(identity.PurposeAdd, "alice", k1)
+			if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+				t.Fatal(err)
+			}
+			e.wantLevel("alice", k1, identity.LevelProven)
+		}},
+		{"a claim elsewhere never blocks the factor's holder", func(t *testing.T, e *env) {
+			// Mallory claims alice's public SSH keys: one bound into his
+			// OpenPGP key, one added with his consent only.
+			e.storeKey(pM, authSub(k1))
+			e.claim("mallory", pM)
+			e.claim("mallory2", k3)
+			e.add("mallory2", k2, false, k3)
+			e.wantLevel("mallory", k1, identity.LevelClaimed)
+			e.wantLevel("mallory2", k2, identity.LevelClaimed)
+			e.claim("alice", k1)
+			e.add("alice", k2, true, k1)
+			e.wantLevel("alice", k1, identity.LevelProven)
+			e.wantLevel("alice", k2, identity.LevelProven)
+			e.wantWhoProves(k1, "alice")
+			e.wantWhoProves(k2, "alice")
+			// And the holder's proof does not let mallory's claim grow.
+			e.wantLevel("mallory", k1, identity.LevelClaimed)
+		}},
+		{"an auth subkey is a claim", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSub(k1), uid("alice@example.org"))
+			e.claim("alice", pA)
+			e.wantLevel("alice", pA, identity.LevelProven)
+			e.wantLevel("alice", k1, identity.LevelClaimed)
+			_, a, _, _ := e.svc.Lookup(e.ctx, "alice")
+			if st, _ := a.Status(k1); !st.Parent.Same(pA) {
+				t.Errorf("k1's parent: %v, want %s", st.Parent, pA)
+			}
+			e.wantWhoProves(k1, "")
+		}},
+		{"a user ID's email is only ever claimed", func(t *testing.T, e *env) {
+			e.storeKey(pA, uid("alice@example.org"))
+			e.claim("alice", pA)
+			e.wantLevel("alice", mail, identity.LevelClaimed)
+		}},
+		{"a back-signed auth subkey is proven while its key is proven", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSubSigned(k1))
+			e.claim("alice", pA)
+			e.wantLevel("alice", k1, identity.LevelProven)
+			e.wantWhoProves(k1, "alice")
+			e.revoke("alice", pA, pA)
+			if got := e.level("alice", k1); got == identity.LevelProven {
+				t.Errorf("k1 of a revoked key: %s", got)
+			}
+			e.wantWhoProves(k1, "")
+		}},
+		{"the SSH key's own add signature proves an auth-subkey claim", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSub(k1))
+			e.claim("alice", pA)
+			e.add("alice", k1, true, none)
+			e.wantLevel("alice", k1, identity.LevelProven)
+		}},
+		{"possession signed before the key carries the subkey counts", func(t *testing.T, e *env) {
+			e.storeKey(pA)
+			e.claim("alice", pA)
+			// The SSH key cannot be added alone yet...
+			wantCode(t, e.addErr("alice", k1, true, none), identity.CodeNotAuthorized)
+			// ...but with the key's consent its possession counts at once.
+			e.add("alice", k1, true, pA)
+			e.wantLevel("alice", k1, identity.LevelProven)
+		}},
+		{"a key that stops carrying a link gets a revocation record", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSub(k1))
+			e.claim("alice", pA)
+			e.add("alice", k1, true, none)
+			carried := -1
+			for _, r := range e.log() {
+				if r.Method == identity.MethodPGPAuthSubkey && r.To.Same(k1) {
+					carried = int(r.Seq)
+				}
+			}
+			e.storeKey(pA)
+			e.changed = nil
+			e.sync(pA)
+			r := e.lastRecord()
+			if r.Method != identity.MethodRevocation || r.Handle != "" || !r.From.Same(pA) || !r.To.Same(k1) || int(r.Revokes) != carried {
+				t.Errorf("last record after the key dropped k1: %+v, want the key's revocation of record %d", r, carried)
+			}
+			if got := e.level("alice", k1); got == identity.LevelProven {
+				t.Errorf("k1 after the key dropped it: %s", got)
+			}
+			if len(e.changed) != 1 || !slices.Equal(e.changed[0], []identity.Handle{"alice"}) {
+				t.Errorf("sync told subscribers %v, want [[alice]]", e.changed)
+			}
+		}},
+		{"the identity's revocation wins over later key-carried records until a new signed consent", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSubSigned(k1))
+			e.claim("alice", pA)
+			e.revoke("alice", k1, pA)
+			e.wantLevel("alice", k1, identity.LevelRevoked)
+			e.storeKey(pA) // the key drops the subkey...
+			e.sync(pA)
+			e.storeKey(pA, authSubSigned(k1)) // ...and carries it again
+			e.sync(pA)
+			e.wantLevel("alice", k1, identity.LevelRevoked)
+			wantCode(t, e.addErr("alice", k1, true, none), identity.CodeNotAuthorized)
+			e.add("alice", k1, false, pA) // a new signed consent
+			e.wantLevel("alice", k1, identity.LevelProven)
+		}},
+		{"a re-sync of an unchanged key appends nothing", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSub(k1), authSubSigned(k2), uid("alice@example.org"))
+			e.claim("alice", pA)
+			n := len(e.log())
+			e.sync(pA)
+			e.sync(pA)
+			if got := len(e.log()); got != n {
+				t.Errorf("re-syncs appended %d records", got-n)
+			}
+			// New signature bytes saying the same links are nothing new.
+			l := authSub(k1)
+			l.Signature = []byte("a re-made binding with another unhashed area")
+			e.storeKey(pA, authSubSigned(k2), l, uid("alice@example.org"))
+			e.sync(pA)
+			if got := len(e.log()); got != n {
+				t.Errorf("a re-signed link appended %d records", got-n)
+			}
+			// A changed expiry is a changed link: one new record, one revocation.
+			l.Expires = e.clock.Add(24 * time.Hour)
+			e.storeKey(pA, authSubSigned(k2), l, uid("alice@example.org"))
+			e.sync(pA)
+			if got := len(e.log()); got != n+2 {
+				t.Errorf("a changed expiry appended %d records, want 2", got-n)
+			}
+		}},
+		{"syncing a key no identity names appends nothing", func(t *testing.T, e *env) {
+			e.storeKey(pM, authSub(k1))
+			e.sync(pM)
+			if n := len(e.log()); n != 0 {
+				t.Errorf("appended %d records", n)
+			}
+		}},
+		{"a refused answer leaves its challenge unanswered", func(t *testing.T, e *env) {
+			e.claim("alice", k1)
+			c := e.issue(identity.PurposeAdd, "alice", k2)
+			wantCode(t, e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement, New: sign(k2, c.Statement)}), identity.CodeNotAuthorized)
+			if err := e.svc.Add(e.ctx, identity.AddRequest{Statement: c.Statement, New: sign(k2, c.Statement), By: sign(k1, c.Statement)}); err != nil {
+				t.Fatalf("the same statement with consent: %v", err)
+			}
+			e.wantLevel("alice", k2, identity.LevelProven)
+		}},
+		{"subscribers hear of a write before it returns, and can read it", func(t *testing.T, e *env) {
+			var saw []string
+			e.svc.Subscribe(func(ctx context.Context, hs []identity.Handle) {
+				for _, h := range hs {
+					_, a, _, err := e.svc.Lookup(ctx, string(h))
+					saw = append(saw, string(h)+" "+boolString(err == nil && a.Proven(k1)))
+				}
+			})
+			e.claim("alice", k1)
+			if !slices.Equal(saw, []string{"alice true"}) {
+				t.Errorf("subscriber saw %v before the claim returned, want [alice true]", saw)
+			}
+		}},
+		{"deletion revokes every factor, the session's account last", func(t *testing.T, e *env) {
+			l := e.login("alice")
+			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
+				t.Fatal(err)
+			}
+			c := e.issue(identity.PurposeAdd, "alice", k1)
+			if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+				t.Fatal(err)
+			}
+			n, err := e.svc.DeleteWithSession(e.ctx, "alice", l)
+			if err != nil || n != 2 {
+				t.Fatalf("delete: %d, %v; want 2 factors", n, err)
+			}
+			e.wantLevel("alice", k1, identity.LevelRevoked)
+			e.wantLevel("alice", l.Account, identity.LevelRevoked)
+			if r := e.lastRecord(); !r.To.Same(l.Account) || r.Signature != nil {
+				t.Errorf("last record %+v: want the account's revocation, without its ID token", r)
+			}
+			// The handle stays taken.
+			wantCode(t, e.claimErr("alice", k2), identity.CodeHandleTaken)
+			// And k1 is free for anyone who proves it.
+			e.claim("bob", k1)
+		}},
+		{"the log is hash-chained and reads leave artifacts out", func(t *testing.T, e *env) {
+			e.storeKey(pA, authSub(k1))
+			e.claim("alice", pA)
+			e.add("alice", k1, true, none)
+			log := e.log()
+			var prev []byte
+			for i := range log {
+				if err := identity.CheckLink(&log[i], int64(i), prev); err != nil {
+					t.Fatal(err)
+				}
+				if len(log[i].Statement) == 0 || log[i].SignerKey == nil {
+					t.Errorf("log record %d without artifacts", log[i].Seq)
+				}
+				prev = log[i].Hash
+			}
+			_, recs, err := e.st.IdentityRecords(e.ctx, "alice")
+			if err != nil || len(recs) != len(log) {
+				t.Fatalf("identity records: %d, %v; want %d", len(recs), err, len(log))
+			}
+			for _, r := range recs {
+				if r.Statement != nil || r.Signature != nil || r.SignerKey != nil {
+					t.Errorf("identity record %d with artifacts", r.Seq)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, newEnv(t)) })
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
