@@ -30,6 +30,7 @@ type Store struct {
 	identities map[identity.Handle]identity.Identity
 	lastID     int64
 	log        []identity.Evidence // full records, log order; log[i].Seq == i+1
+	ix         index               // of log
 	factors    map[string][]byte   // "kind value" -> the data first stored with it
 	challenges map[string]*challenge
 }
@@ -68,19 +69,62 @@ func (v view) identity(h identity.Handle) (identity.Identity, bool) {
 	return id, ok
 }
 
-// records returns the log as the view sees it (not to be modified).
-func (v view) records() []identity.Evidence {
-	if v.t == nil || len(v.t.appended) == 0 {
-		return v.s.log
+// record returns the record with seq as the view sees it.
+func (v view) record(seq int64) *identity.Evidence {
+	if n := int64(len(v.s.log)); seq > n {
+		return &v.t.appended[seq-n-1]
 	}
-	return append(v.s.log[:len(v.s.log):len(v.s.log)], v.t.appended...)
+	return &v.s.log[seq-1]
+}
+
+// seqs returns, sorted, the seqs that sel picks from the committed index
+// and the transaction's.
+func (v view) seqs(sel func(ix *index) []int64) []int64 {
+	out := slices.Clone(sel(&v.s.ix))
+	if v.t != nil {
+		out = append(out, sel(&v.t.ix)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// index finds records without scanning the log.
+type index struct {
+	byHandle  map[identity.Handle][]int64 // records naming the identity
+	keyFrom   map[string][]int64          // records without a handle, by From
+	keyTo     map[string][]int64          // records without a handle, by To
+	handlesOf map[string][]identity.Handle
+}
+
+func (ix *index) add(e *identity.Evidence) {
+	if ix.byHandle == nil {
+		ix.byHandle, ix.keyFrom, ix.keyTo = map[identity.Handle][]int64{}, map[string][]int64{}, map[string][]int64{}
+		ix.handlesOf = map[string][]identity.Handle{}
+	}
+	if e.Handle == "" {
+		ix.keyFrom[factorKey(e.From)] = append(ix.keyFrom[factorKey(e.From)], e.Seq)
+		if !e.To.IsZero() {
+			ix.keyTo[factorKey(e.To)] = append(ix.keyTo[factorKey(e.To)], e.Seq)
+		}
+		return
+	}
+	ix.byHandle[e.Handle] = append(ix.byHandle[e.Handle], e.Seq)
+	for _, f := range []identity.Factor{e.From, e.To} {
+		if k := factorKey(f); !f.IsZero() && !slices.Contains(ix.handlesOf[k], e.Handle) {
+			ix.handlesOf[k] = append(ix.handlesOf[k], e.Handle)
+		}
+	}
 }
 
 // light returns a copy of e without its artifacts, as postgres's light
 // columns read it.
 func light(e *identity.Evidence) identity.Evidence {
-	c := full(e)
+	c := *e
 	c.Statement, c.Signature, c.SignerKey = nil, nil, nil
+	c.From.Data = bytes.Clone(e.From.Data)
+	c.To.Data = bytes.Clone(e.To.Data)
+	c.PrevHash = bytes.Clone(e.PrevHash)
+	c.Hash = bytes.Clone(e.Hash)
 	return c
 }
 
@@ -102,57 +146,49 @@ func (v view) identityRecords(h identity.Handle) (identity.Identity, []identity.
 	if !ok {
 		return identity.Identity{Handle: h}, nil, identity.ErrNotFound
 	}
-	log := v.records()
+	mine := v.seqs(func(ix *index) []int64 { return ix.byHandle[h] })
 	named := map[string]bool{}
-	for i := range log {
-		if e := &log[i]; e.Handle == h {
-			named[factorKey(e.From)] = true
-			if !e.To.IsZero() {
-				named[factorKey(e.To)] = true
-			}
+	for _, seq := range mine {
+		e := v.record(seq)
+		named[factorKey(e.From)] = true
+		if !e.To.IsZero() {
+			named[factorKey(e.To)] = true
 		}
 	}
-	var out []identity.Evidence
-	for i := range log {
-		e := &log[i]
-		if e.Handle == h || e.Handle == "" && named[factorKey(e.From)] {
-			out = append(out, light(e))
+	all := v.seqs(func(ix *index) []int64 {
+		out := ix.byHandle[h]
+		for k := range named {
+			out = append(slices.Clip(out), ix.keyFrom[k]...)
 		}
+		return out
+	})
+	out := make([]identity.Evidence, 0, len(all))
+	for _, seq := range all {
+		out = append(out, light(v.record(seq)))
 	}
 	return id, out, nil
 }
 
 func (v view) factorHandles(f identity.Factor) []identity.Handle {
-	log := v.records()
 	named := map[string]bool{factorKey(f): true}
-	for i := range log {
-		if e := &log[i]; e.Handle == "" && !e.To.IsZero() && e.To.Same(f) {
-			named[factorKey(e.From)] = true
-		}
+	for _, seq := range v.seqs(func(ix *index) []int64 { return ix.keyTo[factorKey(f)] }) {
+		named[factorKey(v.record(seq).From)] = true
 	}
-	seen := map[identity.Handle]bool{}
 	var out []identity.Handle
-	for i := range log {
-		e := &log[i]
-		if e.Handle == "" || seen[e.Handle] {
-			continue
-		}
-		if named[factorKey(e.From)] || !e.To.IsZero() && named[factorKey(e.To)] {
-			seen[e.Handle] = true
-			out = append(out, e.Handle)
+	for k := range named {
+		out = append(out, v.s.ix.handlesOf[k]...)
+		if v.t != nil {
+			out = append(out, v.t.ix.handlesOf[k]...)
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 func (v view) keyRecords(f identity.Factor) []identity.Evidence {
-	log := v.records()
 	var out []identity.Evidence
-	for i := range log {
-		if e := &log[i]; e.Handle == "" && e.From.Same(f) {
-			out = append(out, light(e))
-		}
+	for _, seq := range v.seqs(func(ix *index) []int64 { return ix.keyFrom[factorKey(f)] }) {
+		out = append(out, light(v.record(seq)))
 	}
 	return out
 }
@@ -283,7 +319,10 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 		}
 	}
 	s.lastID = t.lastID
-	s.log = append(s.log, t.appended...)
+	for i := range t.appended {
+		s.log = append(s.log, t.appended[i])
+		s.ix.add(&s.log[len(s.log)-1])
+	}
 	return nil
 }
 
@@ -294,6 +333,7 @@ type tx struct {
 	factors    map[string][]byte
 	used       map[string]bool
 	appended   []identity.Evidence
+	ix         index // of appended
 	lastID     int64
 	headSeq    int64
 	headHash   []byte
@@ -392,6 +432,7 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 	}
 	e.Seal(t.headSeq, t.headHash)
 	t.appended = append(t.appended, full(e))
+	t.ix.add(&t.appended[len(t.appended)-1])
 	t.headSeq, t.headHash = e.Seq, e.Hash
 	return nil
 }
