@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -930,4 +931,192 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// sshModel is what the rules predict for one SSH key of alice's, whose
+// OpenPGP key stays proven.
+type sshModel struct {
+	carried      identity.Method // the link alice's key carries now, "" for none
+	authz        bool            // a consent since the last revocation
+	possession   bool            // a possession proof since the last revocation
+	direct       bool            // possession proven while authorised
+	revokedSince bool            // revoked, and no consent since
+}
+
+func (m *sshModel) proven() bool {
+	return m.direct || !m.revokedSince && m.carried != "" &&
+		(m.carried == identity.MethodPGPAuthSubkeySigned || m.possession)
+}
+
+func (m *sshModel) claimed() bool {
+	return !m.proven() && (m.authz || m.carried != "" && !m.revokedSince)
+}
+
+func (m *sshModel) revoke() {
+	m.authz, m.possession, m.direct, m.revokedSince = false, false, false, true
+}
+
+// TestServiceRandomLinks plays a random sequence of key uploads by alice
+// (with or without back-signatures), strangers' uploads of keys carrying
+// alice's SSH keys, alice's revocations, consents and possession proofs,
+// and checks after every step that the proven SSH keys of alice are what
+// a simple model of the rules says, that the Service refuses exactly what
+// the model says it must, and that refusals write nothing.
+func TestServiceRandomLinks(t *testing.T) {
+	e := newEnv(t)
+	r := rand.New(rand.NewPCG(10, 4))
+	// Alice works with her active newest SSH keys, and now and then makes
+	// a new one: only a key nothing names yet can be proven by a
+	// key-carried claim and a possession proof alone (after a consent its
+	// possession proves it directly, after a revocation only a consent
+	// helps), so new keys keep that rule exercised.
+	const active, maxKeys = 4, 16
+	keys := []identity.Factor{sshKey("r0"), sshKey("r1"), sshKey("r2"), sshKey("r3")}
+	model := make([]sshModel, len(keys))
+	e.storeKey(pA)
+	e.claim("alice", pA)
+	e.storeKey(pM)
+	e.claim("mallory", pM)
+	strangerCarries := make([]bool, len(keys))
+	var history []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		from := max(0, len(history)-12)
+		t.Fatalf("after steps\n\t%s\n%s", joinLines(history[from:]), fmt.Sprintf(format, args...))
+	}
+	none := identity.Factor{}
+	const steps = 400
+	outcomes := map[string]int{}
+	provenSteps := 0
+	for step := range steps {
+		e.clock = e.clock.Add(time.Second)
+		i := len(keys) - active + r.IntN(active)
+		k, m := keys[i], &model[i]
+		before := len(e.log())
+		var err error
+		var want identity.Code
+		var desc string
+		switch op := r.IntN(11) / 2; op {
+		case 0: // alice uploads her key with new subkeys, for her current SSH keys only
+			var links []identity.KeyLink
+			same := true
+			for j, kj := range keys {
+				var method identity.Method
+				switch n := r.IntN(3); {
+				case j < len(keys)-active:
+				case n == 1:
+					method = identity.MethodPGPAuthSubkey
+					links = append(links, authSub(kj))
+				case n == 2:
+					method = identity.MethodPGPAuthSubkeySigned
+					links = append(links, authSubSigned(kj))
+				}
+				same = same && model[j].carried == method
+				model[j].carried = method
+			}
+			desc = fmt.Sprintf("alice's key carries %d subkeys", len(links))
+			e.storeKey(pA, links...)
+			err = e.svc.SyncKey(e.ctx, mustHex(t, pA.Value))
+			if same && len(e.log()) != before {
+				fail("step %d: re-sync of an unchanged key appended %d records", step, len(e.log())-before)
+			}
+		case 1: // a stranger uploads a key binding alice's SSH keys (no back-signature: he cannot make one)
+			var links []identity.KeyLink
+			for j, kj := range keys {
+				strangerCarries[j] = j >= len(keys)-active && r.IntN(2) == 0
+				if strangerCarries[j] {
+					links = append(links, authSub(kj))
+				}
+			}
+			desc = fmt.Sprintf("mallory's key carries %d of alice's keys", len(links))
+			e.storeKey(pM, links...)
+			err = e.svc.SyncKey(e.ctx, mustHex(t, pM.Value))
+		case 5: // alice makes a new SSH key, which nothing names yet
+			if len(keys) < maxKeys {
+				keys = append(keys, sshKey(fmt.Sprint("r", len(keys))))
+				model = append(model, sshModel{})
+				strangerCarries = append(strangerCarries, false)
+			}
+			desc = fmt.Sprintf("alice makes r%d", len(keys)-1)
+		case 2: // alice revokes
+			desc = fmt.Sprintf("alice revokes r%d", i)
+			err = e.revokeErr("alice", k, pA)
+			if m.proven() || m.claimed() {
+				m.revoke()
+			} else {
+				want = identity.CodeNotLinked
+			}
+		case 3: // alice consents, with or without the SSH key's signature
+			withNew := r.IntN(2) == 0
+			desc = fmt.Sprintf("alice consents to r%d (possession %v)", i, withNew)
+			err = e.addErr("alice", k, withNew, pA)
+			if m.proven() {
+				want = identity.CodeAlreadyLinked
+			} else {
+				m.authz, m.revokedSince = true, false
+				m.direct = m.direct || withNew
+			}
+		case 4: // the SSH key proves possession alone
+			desc = fmt.Sprintf("r%d proves possession", i)
+			err = e.addErr("alice", k, true, none)
+			switch {
+			case m.proven():
+				want = identity.CodeAlreadyLinked
+			case !m.claimed():
+				want = identity.CodeNotAuthorized
+			case m.authz:
+				m.direct = true
+			default:
+				m.possession = true
+			}
+		}
+		history = append(history, fmt.Sprintf("%d: %s: %v", step, desc, err))
+		outcomes[string(want)]++
+		if got := identity.CodeOf(err); got != want || err != nil && want == "" {
+			fail("step %d: got %v, want code %q", step, err, want)
+		}
+		if err != nil && len(e.log()) != before {
+			fail("step %d: the refusal wrote %d records", step, len(e.log())-before)
+		}
+		_, a, _, lerr := e.svc.Lookup(e.ctx, "alice")
+		if lerr != nil {
+			fail("lookup: %v", lerr)
+		}
+		var got, wantProven []string
+		for _, st := range a.Of(identity.KindSSH, identity.LevelProven) {
+			got = append(got, st.Factor.Value)
+		}
+		for j, kj := range keys {
+			if model[j].proven() {
+				wantProven = append(wantProven, kj.Value)
+			}
+			h, _ := e.svc.WhoProves(e.ctx, kj)
+			if model[j].proven() != (h == "alice") || h == "mallory" {
+				fail("step %d: r%d proven by %q, model says proven=%v", step, j, h, model[j].proven())
+			}
+			if lvl := e.level("mallory", kj); lvl == identity.LevelProven || strangerCarries[j] != (lvl == identity.LevelClaimed) {
+				fail("step %d: r%d is %s for mallory, his key carries it: %v", step, j, lvl, strangerCarries[j])
+			}
+		}
+		if len(wantProven) > 0 {
+			provenSteps++
+		}
+		slices.Sort(got)
+		slices.Sort(wantProven)
+		if !slices.Equal(got, wantProven) {
+			fail("step %d: proven SSH keys %v, model says %v", step, got, wantProven)
+		}
+	}
+	t.Logf("%d steps, %d records; outcomes %v; steps with a proven SSH key: %d", steps, len(e.log()), outcomes, provenSteps)
+}
+
+func joinLines(s []string) string {
+	out := ""
+	for i, l := range s {
+		if i > 0 {
+			out += "\n\t"
+		}
+		out += l
+	}
+	return out
 }
