@@ -872,6 +872,27 @@ func TestServiceTrustRules(t *testing.T) {
 				t.Errorf("subscriber saw %v before the claim returned, want [alice true]", saw)
 			}
 		}},
+		{"a write that records links a key carries tells subscribers of every identity naming the key", func(t *testing.T, e *env) {
+			// Bob names alice's key (claimed only): what the key carries
+			// counts in his assessment too.
+			e.claim("bob", k3)
+			e.storeKey(pA, authSubSigned(k1))
+			e.add("bob", pA, false, k3)
+			e.storeKey(pA, authSubSigned(k1), authSubSigned(k2))
+			e.changed = nil
+			e.claim("alice", pA) // records that pA now carries k2
+			_, a, _, _ := e.svc.Lookup(e.ctx, "bob")
+			if st, _ := a.Status(k2); st.Level != identity.LevelClaimed {
+				t.Fatalf("k2 for bob: %s, want claimed", st.Level)
+			}
+			told := false
+			for _, hs := range e.changed {
+				told = told || hs == nil || slices.Contains(hs, "bob")
+			}
+			if !told {
+				t.Errorf("bob's identity changed, but subscribers were told only %v", e.changed)
+			}
+		}},
 		{"deletion revokes every factor, the session's account last", func(t *testing.T, e *env) {
 			l := e.login("alice")
 			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
