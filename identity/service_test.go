@@ -893,6 +893,20 @@ func TestServiceTrustRules(t *testing.T) {
 				t.Errorf("bob's identity changed, but subscribers were told only %v", e.changed)
 			}
 		}},
+		{"a back-signed auth subkey proven for another identity is not proven here too", func(t *testing.T, e *env) {
+			// Fails today: Claim and Add refuse a factor proven for another
+			// identity (factor_linked), but a key-carried back-signed
+			// binding makes it proven here too, and WhoProves then answers
+			// whichever handle sorts first. Remove the skip to see it.
+			t.Skip("known gap: a back-signed binding bypasses the factor_linked rule")
+			e.claim("bob", k1)
+			e.storeKey(pA, authSubSigned(k1))
+			e.claim("alice", pA) // not refused: the claim is of pA
+			if e.level("alice", k1) == identity.LevelProven && e.level("bob", k1) == identity.LevelProven {
+				h, _ := e.svc.WhoProves(e.ctx, k1)
+				t.Errorf("k1 is proven for both alice and bob; WhoProves says %q", h)
+			}
+		}},
 		{"deletion revokes every factor, the session's account last", func(t *testing.T, e *env) {
 			l := e.login("alice")
 			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
