@@ -307,6 +307,7 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 		return Identity{}, err
 	}
 	var id Identity
+	var also []Handle
 	err = s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
@@ -319,10 +320,17 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 		if err := tx.Append(ctx, record(v, c, Factor{}, req.Statement, req.Label, now)); err != nil {
 			return err
 		}
-		return s.syncKeyLinks(ctx, tx, v.factor, keyBytes, links, now)
+		if err := s.syncKeyLinks(ctx, tx, v.factor, keyBytes, links, now); err != nil {
+			return err
+		}
+		also, err = keyHandles(ctx, tx, v.factor, c.Handle)
+		return err
 	})
 	if err != nil {
 		return Identity{}, wrapOp("claim", err)
+	}
+	if len(also) > 0 {
+		s.changed(ctx, also...)
 	}
 	return id, nil
 }
@@ -431,6 +439,7 @@ func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newPr
 			return err
 		}
 	}
+	var also []Handle
 	err := s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
@@ -465,11 +474,32 @@ func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newPr
 			if err := tx.Append(ctx, record(nv, c, Factor{}, statement, label, now)); err != nil {
 				return err
 			}
-			return s.syncKeyLinks(ctx, tx, nv.factor, keyBytes, links, now)
+			if err := s.syncKeyLinks(ctx, tx, nv.factor, keyBytes, links, now); err != nil {
+				return err
+			}
+			also, err = keyHandles(ctx, tx, nv.factor, c.Handle)
+			return err
 		}
 		return nil
 	})
+	if err == nil && len(also) > 0 {
+		s.changed(ctx, also...)
+	}
 	return wrapOp("add", err)
+}
+
+// keyHandles returns the identities other than mine that name the
+// OpenPGP key f: the links a write recorded for f count in their
+// assessments too, so their subscribers must hear of it.
+func keyHandles(ctx context.Context, tx Tx, f Factor, mine Handle) ([]Handle, error) {
+	if f.Kind != KindPGP {
+		return nil, nil
+	}
+	hs, err := tx.FactorHandles(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(hs, func(h Handle) bool { return h == mine }), nil
 }
 
 // assess reads and assesses h's records in tx.

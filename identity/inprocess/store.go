@@ -1,0 +1,455 @@
+// Package inprocess is an in-memory identity.Store, as Upspin's
+// key/inprocess is for its key server: the same semantics as
+// identity/postgres (what each read returns, how Append seals the log,
+// all-or-nothing transactions) without a database, for tests and for
+// trying Kith out. Nothing survives the process. It also holds Verifier,
+// a fake identity.Verifier for tests.
+package inprocess
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+)
+
+// The store implements the identity store.
+var _ identity.Store = (*Store)(nil)
+
+// Store is an in-memory identity.Store. It is safe for concurrent use:
+// reads share a lock, and Update holds it exclusively for the whole
+// transaction, so transactions are serialised like postgres's appends
+// under the log's head row.
+type Store struct {
+	mu         sync.RWMutex
+	identities map[identity.Handle]identity.Identity
+	lastID     int64
+	log        []identity.Evidence // full records, log order; log[i].Seq == i+1
+	ix         index               // of log
+	factors    map[string][]byte   // "kind value" -> the data first stored with it
+	challenges map[string]*challenge
+}
+
+// challenge is an issued challenge and whether it was answered.
+type challenge struct {
+	c    identity.Challenge
+	used bool
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{
+		identities: map[identity.Handle]identity.Identity{},
+		factors:    map[string][]byte{},
+		challenges: map[string]*challenge{},
+	}
+}
+
+func factorKey(f identity.Factor) string { return string(f.Kind) + " " + f.Value }
+
+// view is what reads see: the committed state, and in a transaction the
+// writes it has staged.
+type view struct {
+	s *Store
+	t *tx // nil outside a transaction
+}
+
+func (v view) identity(h identity.Handle) (identity.Identity, bool) {
+	if v.t != nil {
+		if id, ok := v.t.identities[h]; ok {
+			return id, true
+		}
+	}
+	id, ok := v.s.identities[h]
+	return id, ok
+}
+
+// record returns the record with seq as the view sees it.
+func (v view) record(seq int64) *identity.Evidence {
+	if n := int64(len(v.s.log)); seq > n {
+		return &v.t.appended[seq-n-1]
+	}
+	return &v.s.log[seq-1]
+}
+
+// seqs returns, sorted, the seqs that sel picks from the committed index
+// and the transaction's.
+func (v view) seqs(sel func(ix *index) []int64) []int64 {
+	out := slices.Clone(sel(&v.s.ix))
+	if v.t != nil {
+		out = append(out, sel(&v.t.ix)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// index finds records without scanning the log.
+type index struct {
+	byHandle  map[identity.Handle][]int64 // records naming the identity
+	keyFrom   map[string][]int64          // records without a handle, by From
+	keyTo     map[string][]int64          // records without a handle, by To
+	handlesOf map[string][]identity.Handle
+}
+
+func (ix *index) add(e *identity.Evidence) {
+	if ix.byHandle == nil {
+		ix.byHandle, ix.keyFrom, ix.keyTo = map[identity.Handle][]int64{}, map[string][]int64{}, map[string][]int64{}
+		ix.handlesOf = map[string][]identity.Handle{}
+	}
+	if e.Handle == "" {
+		ix.keyFrom[factorKey(e.From)] = append(ix.keyFrom[factorKey(e.From)], e.Seq)
+		if !e.To.IsZero() {
+			ix.keyTo[factorKey(e.To)] = append(ix.keyTo[factorKey(e.To)], e.Seq)
+		}
+		return
+	}
+	ix.byHandle[e.Handle] = append(ix.byHandle[e.Handle], e.Seq)
+	for _, f := range []identity.Factor{e.From, e.To} {
+		if k := factorKey(f); !f.IsZero() && !slices.Contains(ix.handlesOf[k], e.Handle) {
+			ix.handlesOf[k] = append(ix.handlesOf[k], e.Handle)
+		}
+	}
+}
+
+// light returns a copy of e without its artifacts, as postgres's light
+// columns read it.
+func light(e *identity.Evidence) identity.Evidence {
+	c := *e
+	c.Statement, c.Signature, c.SignerKey = nil, nil, nil
+	c.From.Data = bytes.Clone(e.From.Data)
+	c.To.Data = bytes.Clone(e.To.Data)
+	c.PrevHash = bytes.Clone(e.PrevHash)
+	c.Hash = bytes.Clone(e.Hash)
+	return c
+}
+
+// full returns a deep copy of e, so that callers cannot change the log.
+func full(e *identity.Evidence) identity.Evidence {
+	c := *e
+	c.From.Data = bytes.Clone(e.From.Data)
+	c.To.Data = bytes.Clone(e.To.Data)
+	c.Statement = bytes.Clone(e.Statement)
+	c.Signature = bytes.Clone(e.Signature)
+	c.SignerKey = bytes.Clone(e.SignerKey)
+	c.PrevHash = bytes.Clone(e.PrevHash)
+	c.Hash = bytes.Clone(e.Hash)
+	return c
+}
+
+func (v view) identityRecords(h identity.Handle) (identity.Identity, []identity.Evidence, error) {
+	id, ok := v.identity(h)
+	if !ok {
+		return identity.Identity{Handle: h}, nil, identity.ErrNotFound
+	}
+	mine := v.seqs(func(ix *index) []int64 { return ix.byHandle[h] })
+	named := map[string]bool{}
+	for _, seq := range mine {
+		e := v.record(seq)
+		named[factorKey(e.From)] = true
+		if !e.To.IsZero() {
+			named[factorKey(e.To)] = true
+		}
+	}
+	all := v.seqs(func(ix *index) []int64 {
+		out := ix.byHandle[h]
+		for k := range named {
+			out = append(slices.Clip(out), ix.keyFrom[k]...)
+		}
+		return out
+	})
+	out := make([]identity.Evidence, 0, len(all))
+	for _, seq := range all {
+		out = append(out, light(v.record(seq)))
+	}
+	return id, out, nil
+}
+
+func (v view) factorHandles(f identity.Factor) []identity.Handle {
+	named := map[string]bool{factorKey(f): true}
+	for _, seq := range v.seqs(func(ix *index) []int64 { return ix.keyTo[factorKey(f)] }) {
+		named[factorKey(v.record(seq).From)] = true
+	}
+	var out []identity.Handle
+	for k := range named {
+		out = append(out, v.s.ix.handlesOf[k]...)
+		if v.t != nil {
+			out = append(out, v.t.ix.handlesOf[k]...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (v view) keyRecords(f identity.Factor) []identity.Evidence {
+	var out []identity.Evidence
+	for _, seq := range v.seqs(func(ix *index) []int64 { return ix.keyFrom[factorKey(f)] }) {
+		out = append(out, light(v.record(seq)))
+	}
+	return out
+}
+
+// IdentityRecords returns the identity with handle h and the records that
+// assessing it needs (see identity.IdentityReader): the records naming h
+// and the records without a handle (links a key carries, and their
+// revocations) from factors those name, in log order, without
+// artifacts. identity.ErrNotFound if no identity has the handle.
+func (s *Store) IdentityRecords(ctx context.Context, h identity.Handle) (identity.Identity, []identity.Evidence, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return view{s: s}.identityRecords(h)
+}
+
+// FactorHandles returns, sorted, the handles of the identities whose
+// records name f or a key whose own records name f.
+func (s *Store) FactorHandles(ctx context.Context, f identity.Factor) ([]identity.Handle, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return view{s: s}.factorHandles(f), nil
+}
+
+// KeyRecords returns the records the OpenPGP key f carries itself (no
+// handle, From f) and their revocations, in log order, without
+// artifacts.
+func (s *Store) KeyRecords(ctx context.Context, f identity.Factor) ([]identity.Evidence, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return view{s: s}.keyRecords(f), nil
+}
+
+// Log returns up to limit records with Seq > after, in log order, with
+// every byte.
+func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evidence, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if limit <= 0 || after >= int64(len(s.log)) {
+		return nil, nil
+	}
+	if after < 0 {
+		after = 0
+	}
+	end := min(int64(len(s.log)), after+int64(limit))
+	out := make([]identity.Evidence, 0, end-after)
+	for i := after; i < end; i++ {
+		out = append(out, full(&s.log[i]))
+	}
+	return out, nil
+}
+
+// LinkedKeys returns, sorted by fingerprint, the OpenPGP key factors
+// that an identity's records name (as From or To).
+func (s *Store) LinkedKeys(ctx context.Context) ([]identity.Factor, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []identity.Factor
+	for i := range s.log {
+		e := &s.log[i]
+		if e.Handle == "" {
+			continue
+		}
+		for _, f := range []identity.Factor{e.From, e.To} {
+			if f.Kind == identity.KindPGP && !seen[f.Value] {
+				seen[f.Value] = true
+				out = append(out, identity.Factor{Kind: identity.KindPGP, Value: f.Value})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+	return out, nil
+}
+
+// SaveChallenge stores an issued challenge, and drops challenges that
+// expired more than a day before this one expires.
+func (s *Store) SaveChallenge(ctx context.Context, c *identity.Challenge) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, old := range s.challenges {
+		if old.c.Expires.Before(c.Expires.Add(-24 * time.Hour)) {
+			delete(s.challenges, k)
+		}
+	}
+	k := string(c.Nonce)
+	if _, dup := s.challenges[k]; dup {
+		return fmt.Errorf("inprocess: save challenge: nonce %x exists", c.Nonce)
+	}
+	s.challenges[k] = &challenge{c: identity.Challenge{
+		Purpose: c.Purpose, Handle: c.Handle, Nonce: bytes.Clone(c.Nonce),
+		Statement: bytes.Clone(c.Statement),
+		Issued:    identity.TruncateTime(c.Issued), Expires: identity.TruncateTime(c.Expires),
+	}}
+	return nil
+}
+
+// Update runs fn in one transaction holding the store's lock: what fn
+// writes (identities, answered challenges, appended records) is staged,
+// visible to fn's own reads, and applied when fn returns nil; when it
+// returns an error nothing is applied.
+func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx identity.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &tx{
+		s:          s,
+		identities: map[identity.Handle]identity.Identity{},
+		factors:    map[string][]byte{},
+		used:       map[string]bool{},
+		lastID:     s.lastID,
+	}
+	if n := len(s.log); n > 0 {
+		t.headSeq, t.headHash = s.log[n-1].Seq, s.log[n-1].Hash
+	}
+	err := fn(ctx, t)
+	t.done = true
+	if err != nil {
+		return err
+	}
+	for h, id := range t.identities {
+		s.identities[h] = id
+	}
+	for k, d := range t.factors {
+		s.factors[k] = d
+	}
+	for k := range t.used {
+		if c := s.challenges[k]; c != nil {
+			c.used = true
+		}
+	}
+	s.lastID = t.lastID
+	for i := range t.appended {
+		s.log = append(s.log, t.appended[i])
+		s.ix.add(&s.log[len(s.log)-1])
+	}
+	return nil
+}
+
+// tx is one transaction: its staged writes over the committed state.
+type tx struct {
+	s          *Store
+	identities map[identity.Handle]identity.Identity
+	factors    map[string][]byte
+	used       map[string]bool
+	appended   []identity.Evidence
+	ix         index // of appended
+	lastID     int64
+	headSeq    int64
+	headHash   []byte
+	done       bool
+}
+
+func (t *tx) view() view { return view{s: t.s, t: t} }
+
+func (t *tx) check() error {
+	if t.done {
+		return fmt.Errorf("inprocess: transaction used after Update returned")
+	}
+	return nil
+}
+
+// IdentityRecords is Store.IdentityRecords, seeing the transaction's own
+// writes.
+func (t *tx) IdentityRecords(ctx context.Context, h identity.Handle) (identity.Identity, []identity.Evidence, error) {
+	if err := t.check(); err != nil {
+		return identity.Identity{}, nil, err
+	}
+	return t.view().identityRecords(h)
+}
+
+// FactorHandles is Store.FactorHandles, seeing the transaction's own
+// writes.
+func (t *tx) FactorHandles(ctx context.Context, f identity.Factor) ([]identity.Handle, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return t.view().factorHandles(f), nil
+}
+
+// KeyRecords is Store.KeyRecords, seeing the transaction's own writes.
+func (t *tx) KeyRecords(ctx context.Context, f identity.Factor) ([]identity.Evidence, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return t.view().keyRecords(f), nil
+}
+
+// CreateIdentity creates the identity; identity.ErrHandleTaken if the
+// handle exists.
+func (t *tx) CreateIdentity(ctx context.Context, h identity.Handle, created time.Time) (identity.Identity, error) {
+	id := identity.Identity{Handle: h, Created: identity.TruncateTime(created)}
+	if err := t.check(); err != nil {
+		return id, err
+	}
+	if _, ok := t.view().identity(h); ok {
+		return id, identity.ErrHandleTaken
+	}
+	t.lastID++
+	id.ID = t.lastID
+	t.identities[h] = id
+	return id, nil
+}
+
+// ConsumeChallenge marks the challenge answered (see identity.Tx).
+func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) (*identity.Challenge, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	k := string(nonce)
+	c := t.s.challenges[k]
+	if c == nil {
+		return nil, identity.ErrNotFound
+	}
+	if c.used || t.used[k] {
+		return nil, identity.ErrNonceUsed
+	}
+	if now.After(c.c.Expires) {
+		return nil, identity.ErrChallengeExpired
+	}
+	t.used[k] = true
+	out := c.c
+	out.Nonce, out.Statement = bytes.Clone(c.c.Nonce), bytes.Clone(c.c.Statement)
+	return &out, nil
+}
+
+// Append seals e after the log's last record (identity.Evidence.Seal)
+// and stages it, as postgres does: the factors' data is the data first
+// stored for them (which the hash then covers), and a record with a
+// handle needs its identity to exist. e is updated in place.
+func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if e.Handle != "" {
+		if _, ok := t.view().identity(e.Handle); !ok {
+			return fmt.Errorf("inprocess: append evidence: identity %s: %w", e.Handle, identity.ErrNotFound)
+		}
+	}
+	e.From.Data = t.factorData(e.From)
+	if !e.To.IsZero() {
+		e.To.Data = t.factorData(e.To)
+	}
+	e.Seal(t.headSeq, t.headHash)
+	t.appended = append(t.appended, full(e))
+	t.ix.add(&t.appended[len(t.appended)-1])
+	t.headSeq, t.headHash = e.Seq, e.Hash
+	return nil
+}
+
+// factorData returns the data stored for f, storing f's own if f is new.
+func (t *tx) factorData(f identity.Factor) []byte {
+	k := factorKey(f)
+	d, ok := t.factors[k]
+	if !ok {
+		d, ok = t.s.factors[k]
+	}
+	if !ok {
+		d = bytes.Clone(f.Data)
+		t.factors[k] = d
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	return bytes.Clone(d)
+}
