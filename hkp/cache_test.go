@@ -155,11 +155,11 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 	}
 	addElsewhere(binaryKey(t, h))
 	addElsewhere(binaryKey(t, newcomer))
-	eventually(t, 5*time.Second, "the other node's new user ID", func() bool {
+	eventually(t, 10*time.Second, "the other node's new user ID", func() bool {
 		return strings.Contains(ts.lookup(byFP).body, "uid:Heidi Elsewhere <heidi@elsewhere.example>:")
 	})
-	eventually(t, 5*time.Second, "the other node's new key by ID", func() bool { return ts.lookup(missing).code == 200 })
-	eventually(t, 5*time.Second, "the other node's new key by word", func() bool {
+	eventually(t, 10*time.Second, "the other node's new key by ID", func() bool { return ts.lookup(missing).code == 200 })
+	eventually(t, 10*time.Second, "the other node's new key by word", func() bool {
 		return strings.HasPrefix(ts.lookup(byWord).body, "info:1:2\n")
 	})
 }

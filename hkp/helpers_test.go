@@ -70,13 +70,7 @@ func newTestServerOn(t *testing.T, st Store, opts Options) *testServer {
 		cancel()
 		<-done
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !h.Listening() {
-		if time.Now().After(deadline) {
-			t.Fatal("handler never started listening to key changes")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the handler listening to key changes", h.Listening)
 	return &testServer{t: t, store: st, h: h, url: srv.URL}
 }
 
@@ -138,7 +132,7 @@ func (ts *testServer) mustAdd(keytext string) response {
 		ts.t.Fatalf("add answer %q: %v", r.body, err)
 	}
 	ts.changes += ins + upd
-	eventually(ts.t, 5*time.Second, "notifications of the upload", func() bool { return ts.h.changes.Load() >= ts.changes })
+	eventually(ts.t, 10*time.Second, "notifications of the upload", func() bool { return ts.h.changes.Load() >= ts.changes })
 	return r
 }
 
@@ -227,7 +221,8 @@ func needTool(t testing.TB, name string) string {
 	return p
 }
 
-// eventually polls cond for up to d.
+// eventually polls cond until it holds, failing t if it does not within
+// d: a wait on a condition, with d generous enough for a loaded machine.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -235,7 +230,7 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, d)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

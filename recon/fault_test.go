@@ -63,36 +63,43 @@ func TestSessionFaults(t *testing.T) {
 	tests := []struct {
 		name     string
 		kithRole string // "drive" (the fake answers) or "answer" (the fake drives)
-		script   func(c net.Conn, r *bufio.Reader)
-		want     string
+		// script plays the peer; over is closed when Kith's session has
+		// ended, so that a script that holds the connection open (to be
+		// sure Kith fails on the fault, not on the close) knows when to
+		// let go.
+		script func(c net.Conn, r *bufio.Reader, over <-chan struct{})
+		want   string
+		// timeout is Kith's read timeout; zero means a generous one, so
+		// that only the case that tests the timeout depends on it.
+		timeout time.Duration
 	}{
-		{"answerer closes mid-recon", "drive", func(c net.Conn, r *bufio.Reader) {
+		{"answerer closes mid-recon", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
-		}, "peer closed the connection"},
-		{"truncated message", "drive", func(c net.Conn, r *bufio.Reader) {
+		}, "peer closed the connection", 0},
+		{"truncated message", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
 			c.Write(rawFrame(byte(MsgElements), []byte{0, 0, 0, 5, 1, 2, 3})) // set of 5, 3 bytes
-		}, "truncated"},
-		{"frame cut short", "drive", func(c net.Conn, r *bufio.Reader) {
+		}, "truncated", 0},
+		{"frame cut short", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
 			c.Write(rawFrame(byte(MsgElements), make([]byte, 100))[:20])
-		}, "reading 101-byte message (got 16)"},
-		{"oversized message", "drive", func(c net.Conn, r *bufio.Reader) {
+		}, "reading 101-byte message (got 16)", 0},
+		{"oversized message", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
 			c.Write([]byte{0x40, 0, 0, 0, byte(MsgElements)})
-			time.Sleep(200 * time.Millisecond)
-		}, "exceeds the limit"},
-		{"unknown message type", "drive", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "exceeds the limit", 0},
+		{"unknown message type", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
 			c.Write(rawFrame(42, nil))
-			time.Sleep(200 * time.Millisecond)
-		}, "unknown message type 42"},
-		{"answerer claims elements outside the prefix", "drive", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "unknown message type 42", 0},
+		{"answerer claims elements outside the prefix", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
 			// The first request is the root; answer it with SyncFail, then
@@ -100,17 +107,17 @@ func TestSessionFaults(t *testing.T) {
 			WriteMessage(c, &SyncFail{})
 			drainBatch(r)
 			WriteMessage(c, &Elements{Elements: [][16]byte{outside}})
-			time.Sleep(200 * time.Millisecond)
-		}, "outside it"},
-		{"driver lies in its samples", "answer", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "outside it", 0},
+		{"driver lies in its samples", "answer", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			at := BuildTree(a)
 			v := at.view(PrefixOf(inside, 2), fullBelow)
 			WriteMessage(c, &ReconRqstPoly{Prefix: PrefixOf(inside, 2), Size: v.size + 1, Samples: liarSamples()})
 			WriteMessage(c, &Flush{})
-			time.Sleep(200 * time.Millisecond)
-		}, "outside the prefix"},
-		{"driver sends a sample not below P", "answer", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "outside the prefix", 0},
+		{"driver sends a sample not below P", "answer", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			body := binary.BigEndian.AppendUint32(nil, 0) // root prefix
 			body = binary.BigEndian.AppendUint32(body, 0)
@@ -118,22 +125,22 @@ func TestSessionFaults(t *testing.T) {
 			body = binary.BigEndian.AppendUint32(body, 1)
 			body = append(body, bytesRepeat(0xff, 17)...)
 			c.Write(rawFrame(byte(MsgReconRqstPoly), body))
-			time.Sleep(200 * time.Millisecond)
-		}, "not below P"},
-		{"driver sends an error", "answer", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "not below P", 0},
+		{"driver sends an error", "answer", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			WriteMessage(c, &ErrorMessage{Text: "out of cheese"})
-			time.Sleep(200 * time.Millisecond)
-		}, "out of cheese"},
-		{"answerer never answers", "drive", func(c net.Conn, r *bufio.Reader) {
+			<-over
+		}, "out of cheese", 0},
+		{"answerer never answers", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			fakeHandshake(c, r)
 			drainBatch(r)
-			time.Sleep(time.Second)
-		}, "did not answer in time"},
-		{"peer sends no Config", "drive", func(c net.Conn, r *bufio.Reader) {
+			<-over // stall until Kith gives up
+		}, "did not answer in time", 300 * time.Millisecond},
+		{"peer sends no Config", "drive", func(c net.Conn, r *bufio.Reader, over <-chan struct{}) {
 			WriteMessage(c, &Done{})
-			time.Sleep(200 * time.Millisecond)
-		}, "expected Config"},
+			<-over
+		}, "expected Config", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,9 +155,12 @@ func TestSessionFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			cfg := SessionConfig{ReadTimeout: 300 * time.Millisecond}
+			cfg := SessionConfig{ReadTimeout: tt.timeout}
+			if cfg.ReadTimeout == 0 {
+				cfg.ReadTimeout = 30 * time.Second
+			}
 			errc := make(chan error, 1)
-			fakeDone := make(chan struct{})
+			fakeDone, over := make(chan struct{}), make(chan struct{})
 			var c net.Conn
 			if tt.kithRole == "drive" {
 				go func() {
@@ -181,9 +191,10 @@ func TestSessionFaults(t *testing.T) {
 			go func() {
 				defer close(fakeDone)
 				defer c.Close()
-				tt.script(c, bufio.NewReader(c))
+				tt.script(c, bufio.NewReader(c), over)
 			}()
 			err = <-errc
+			close(over)
 			<-fakeDone
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("session error = %v, want one containing %q", err, tt.want)

@@ -190,11 +190,13 @@ func TestSessionTimeoutWhenPeerNeverAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	stall := make(chan struct{})
+	defer close(stall)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			defer c.Close()
-			time.Sleep(2 * time.Second) // read nothing, say nothing
+			<-stall // read nothing, say nothing, until the test is over
 		}
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -213,11 +215,13 @@ func TestSessionStopsOnContextCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	stall := make(chan struct{})
+	defer close(stall)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			defer c.Close()
-			time.Sleep(2 * time.Second)
+			<-stall // say nothing until the test is over
 		}
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())

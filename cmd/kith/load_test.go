@@ -194,19 +194,14 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	s := openTestStore(t, url)
 	ctx := context.Background()
 	// Kill it once some batches are in, well before the end.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !eventually(60*time.Second, 10*time.Millisecond, func() bool {
 		st, err := s.KeyStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Keys >= 2000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("load made no progress: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return st.Keys >= 2000
+	}) {
+		t.Fatalf("load made no progress: %s", stderr.String())
 	}
 	cmd.Process.Kill()
 	cmd.Wait()

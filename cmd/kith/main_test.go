@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -31,4 +32,18 @@ func TestScripts(t *testing.T) {
 			return false, nil
 		},
 	})
+}
+
+// eventually polls cond every interval until it holds or within has
+// passed, and reports whether it held: a wait on a condition, with within
+// generous enough for a loaded machine. The caller says what failed.
+func eventually(within, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+	return true
 }

@@ -121,25 +121,23 @@ func tempDir(t *testing.T) string {
 // waitHealthy polls /pks/health until it answers want or the deadline.
 func (s *server) waitHealth(t *testing.T, want int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	last := "no answer"
-	for time.Now().Before(deadline) {
+	if eventually(within, 20*time.Millisecond, func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("kith serve exited (%v) before /pks/health answered %d:\n%s", s.err, want, s.stderr.String())
 		default:
 		}
 		resp, err := http.Get("http://" + s.addr + "/pks/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-			last = resp.Status
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == want
+	}) {
+		return
 	}
 	t.Fatalf("/pks/health did not answer %d within %s (last: %s)\n%s", want, within, last, s.stderr.String())
 }
@@ -293,12 +291,8 @@ func TestServeKillLeavesNoPostgresBehind(t *testing.T) {
 	s.cmd.Process.Kill()
 	<-s.exited
 	pgdir := filepath.Join(dir, "kith-data", "postgres")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(postgresRunningIn(pgdir)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("postgres still running 30 s after kith was killed")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !eventually(30*time.Second, 50*time.Millisecond, func() bool { return len(postgresRunningIn(pgdir)) == 0 }) {
+		t.Fatal("postgres still running 30 s after kith was killed")
 	}
 	// The next start recovers and serves.
 	s = startServe(t, dir, nil)
@@ -417,20 +411,17 @@ func TestLoadRunsBesideServe(t *testing.T) {
 	if !strings.Contains(string(out), "50 inserted") {
 		t.Fatalf("load said: %s", out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	status := "no answer"
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get(lookup)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server does not serve a loaded key: %s", resp.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
+		status = resp.Status
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("the server does not serve a loaded key within 30 s: %s", status)
 	}
 	s.stop(t)
 }

@@ -114,18 +114,14 @@ func TestReconWithRealSKS(t *testing.T) {
 			}
 			// SKS fetches what it lacks from Kith's hashquery a few seconds
 			// after its session; Kith fetches at once.
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				kithLacks := missingFrom(node.http.URL, union)
-				sksLacks := missingFrom(sks.HKPURL, union)
-				if len(kithLacks) == 0 && len(sksLacks) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after recon Kith lacks %d and SKS lacks %d of %d keys\nSKS recon log:\n%s",
-						len(kithLacks), len(sksLacks), len(union), sks.Log("recon"))
-				}
-				time.Sleep(time.Second)
+			var kithLacks, sksLacks []*pgp.Key
+			if !eventually(2*time.Minute, time.Second, func() bool {
+				kithLacks = missingFrom(node.http.URL, union)
+				sksLacks = missingFrom(sks.HKPURL, union)
+				return len(kithLacks) == 0 && len(sksLacks) == 0
+			}) {
+				t.Fatalf("after recon Kith lacks %d and SKS lacks %d of %d keys\nSKS recon log:\n%s",
+					len(kithLacks), len(sksLacks), len(union), sks.Log("recon"))
 			}
 			if n := len(digestsOf(t, node.store)); n != len(union) {
 				t.Errorf("Kith holds %d keys, want %d", n, len(union))

@@ -104,13 +104,15 @@ func BenchmarkUserKeys(b *testing.B) {
 		handles int
 	}{{"store", nil, benchIdentities}, {"cache", st, 1000}} {
 		b.Run(mode.name, func(b *testing.B) {
-			h := newHandler(ctx, b, st, mode.watcher, time.Now)
+			h := newHandler(ctx, b, st, api.Options{Watcher: mode.watcher})
+			if mode.watcher != nil {
+				waitListening(b, h)
+			}
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			tr := &http.Transport{MaxIdleConnsPerHost: 64}
 			client := &http.Client{Transport: tr}
 			defer tr.CloseIdleConnections()
-			time.Sleep(100 * time.Millisecond) // let the watcher listen
 			const clients = 32
 			lat := make([][]time.Duration, clients)
 			var wg sync.WaitGroup

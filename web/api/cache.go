@@ -104,6 +104,13 @@ func (c *cache) enable(session uint64) {
 	}
 }
 
+// enabled reports whether the cache is on.
+func (c *cache) enabled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.on
+}
+
 func (c *cache) disable() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/web/api"
 )
 
 // TestCacheDropsOnAnotherNodesAppend serves lookups from two handlers on
@@ -15,9 +17,10 @@ func TestCacheDropsOnAnotherNodesAppend(t *testing.T) {
 	k := newKith(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	other := httptest.NewServer(newHandler(ctx, t, k.store, k.store, time.Now))
+	h := newHandler(ctx, t, k.store, api.Options{Watcher: k.store})
+	waitListening(t, h)
+	other := httptest.NewServer(h)
 	defer other.Close()
-	time.Sleep(200 * time.Millisecond) // let it listen
 
 	get := func() (int, string) {
 		resp, err := http.Get(other.URL + "/users/alice.keys")
@@ -35,15 +38,12 @@ func TestCacheDropsOnAnotherNodesAppend(t *testing.T) {
 	if st, code := k.call("POST", "/api/v1/identities", claim(s, key.sign(t, s, "kith")), nil); st != 201 {
 		t.Fatalf("claim: %d %s", st, code)
 	}
-	deadline := time.Now().Add(3 * time.Second)
 	var st int
 	var etag string
-	for st, etag = get(); st != 200 && time.Now().Before(deadline); st, etag = get() {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if st != 200 {
-		t.Fatalf("the other node still answers %d after the claim", st)
-	}
+	eventually(t, 10*time.Second, "the other node answering 200 after the claim", func() bool {
+		st, etag = get()
+		return st == 200
+	})
 	req, _ := http.NewRequest("GET", other.URL+"/users/alice.keys", nil)
 	req.Header.Set("If-None-Match", etag)
 	resp, err := http.DefaultClient.Do(req)

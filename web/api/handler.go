@@ -264,6 +264,11 @@ func (h *Handler) watch(ctx context.Context, w Watcher) {
 	}
 }
 
+// Listening reports whether lookups are cached: the evidence watcher is
+// listening, so that another node's append will reach this node's cache.
+// It is false without a Watcher, and while the watcher reconnects.
+func (h *Handler) Listening() bool { return h.cache.enabled() }
+
 func jsonIndent(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -60,6 +60,7 @@ func (c *clock) Advance(d time.Duration) {
 type kith struct {
 	t     *testing.T
 	url   string
+	h     *api.Handler
 	store *postgres.Store
 	dbURL string
 	clock *clock
@@ -67,7 +68,16 @@ type kith struct {
 
 const serverName = "Kith test <http://kith.test>"
 
+// newKith serves the API over a fresh store, caching (its watcher is
+// listening when newKith returns).
 func newKith(t *testing.T) *kith {
+	t.Helper()
+	return newKithWith(t, api.Options{})
+}
+
+// newKithWith is newKith with opts (Service, Keys, Watcher and Now are
+// filled in).
+func newKithWith(t *testing.T, opts api.Options) *kith {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,26 +88,54 @@ func newKith(t *testing.T) *kith {
 	}
 	t.Cleanup(st.Close)
 	c := &clock{}
-	srv := httptest.NewServer(newHandler(ctx, t, st, st, c.Now))
+	opts.Watcher, opts.Now = st, c.Now
+	h := newHandler(ctx, t, st, opts)
+	waitListening(t, h)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &kith{t: t, url: srv.URL, store: st, dbURL: dbURL, clock: c}
+	return &kith{t: t, url: srv.URL, h: h, store: st, dbURL: dbURL, clock: c}
 }
 
 // newHandler builds a node as kith serve does: one identity service over
-// st, hooked to its key changes, and the API over it (caching while w
-// reports other nodes' appends; nil w: no cache).
-func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, w api.Watcher, now func() time.Time) *api.Handler {
+// st, hooked to its key changes, and the API over it with opts (Service
+// and Keys are filled in; it caches while opts.Watcher reports other
+// nodes' appends; no Watcher: no cache). A nil opts.Now is time.Now.
+func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.Options) *api.Handler {
 	t.Helper()
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: now}, identity.ServiceOptions{Server: serverName, Now: now})
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	verify.SyncLinksOnKeyChange(st, svc, slog.New(slog.DiscardHandler))
-	h, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: w, Now: now})
+	opts.Service, opts.Keys = svc, st
+	h, err := api.NewHandler(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// waitListening waits until h's evidence watcher is listening, so that
+// its lookups are cached (and dropped by other nodes' appends).
+func waitListening(t testing.TB, h *api.Handler) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the handler listening to evidence appends", h.Listening)
+}
+
+// eventually polls cond until it holds, failing t if it does not within
+// d: a wait on a condition, with d generous enough for a loaded machine.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // call sends a JSON request and decodes the JSON answer into out (if not
