@@ -198,7 +198,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	if !login(proven) {
 		t.Fatal("with the server down, the cached answer did not let the proven key in")
 	}
-	if !eventually(5*time.Second, func() bool {
+	if !eventually(5*time.Second, 20*time.Millisecond, func() bool {
 		return strings.Contains(sshdLog.String(), "serving the cached answer instead of a live one")
 	}) {
 		t.Fatal("sshd's log has no warning that a cached answer was served")
@@ -227,17 +227,4 @@ func nobodyUID(t *testing.T) uint32 {
 		t.Fatal(err)
 	}
 	return uint32(uid)
-}
-
-// eventually polls cond until it holds or within has passed, and
-// reports whether it held.
-func eventually(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
 }
