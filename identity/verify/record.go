@@ -123,11 +123,7 @@ func verifyKeyLink(e *identity.Evidence) error {
 	if e.Handle != "" {
 		return fmt.Errorf("a %s record must not name an identity", e.Method)
 	}
-	k, err := signerPGPKey(e)
-	if err != nil {
-		return err
-	}
-	links, err := keyLinks(k, e.Created)
+	links, err := carriedLinks(e)
 	if err != nil {
 		return err
 	}
@@ -138,6 +134,16 @@ func verifyKeyLink(e *identity.Evidence) error {
 		}
 	}
 	return fmt.Errorf("the key %s does not carry this %s link to %s with these signatures", e.From.Value, e.Method, e.To)
+}
+
+// carriedLinks returns the links the record's signer key carried when the
+// record was made.
+func carriedLinks(e *identity.Evidence) ([]identity.KeyLink, error) {
+	k, err := signerPGPKey(e)
+	if err != nil {
+		return nil, err
+	}
+	return keyLinks(k, e.Created)
 }
 
 // verifyKeyRevocation checks a server-issued revocation: the key it
@@ -153,11 +159,7 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 	if revoked.Handle != "" || !revoked.From.Same(e.From) || !revoked.To.Same(e.To) {
 		return fmt.Errorf("it revokes record %d, which is not a link carried by %s", e.Revokes, e.From.Value)
 	}
-	k, err := signerPGPKey(e)
-	if err != nil {
-		return err
-	}
-	links, err := keyLinks(k, e.Created)
+	links, err := carriedLinks(e)
 	if err != nil {
 		return err
 	}

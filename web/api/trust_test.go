@@ -119,6 +119,40 @@ func touchBindings(t *testing.T, key []byte) []byte {
 	return pgp.NewKey(out).Bytes()
 }
 
+// bindAuthSubkey returns the gpg key fpr with the RSA SSH key line bound
+// to it as an authentication subkey by the primary alone (no signature by
+// the SSH key), as anyone holding a primary key can do; and the subkey
+// and the primary's private key, for later signatures.
+func bindAuthSubkey(t *testing.T, g *gnupg, fpr, sshLine string) (*packet.PublicKey, *openpgp.Entity, []byte) {
+	t.Helper()
+	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(sshLine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", fpr))))
+	if err != nil || owner.PrivateKey == nil {
+		t.Fatalf("secret key of %s: %v", fpr, err)
+	}
+	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey))
+	sub.IsSubkey = true
+	binding := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: owner.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &owner.PrimaryKey.KeyId, FlagsValid: true, FlagAuthenticate: true,
+	}
+	if err := binding.SignKey(sub, owner.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	var key bytes.Buffer
+	key.Write(g.run("", "--export", fpr))
+	if err := sub.Serialize(&key); err != nil {
+		t.Fatal(err)
+	}
+	if err := binding.Serialize(&key); err != nil {
+		t.Fatal(err)
+	}
+	return sub, owner, key.Bytes()
+}
+
 // TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload is item 1 of
 // the identity-core issue: Bob revokes the SSH link his OpenPGP key
 // carries; a stranger's certification, a re-signed binding (changed
@@ -209,36 +243,9 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	alice := newSSHKey(t, t.TempDir(), "rsa")
-	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(alice.pub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rsaPub := pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey)
-
 	malloryFpr := g.newKey("Mallory <mallory@example.org>")
-	mallory, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", malloryFpr))))
-	if err != nil || mallory.PrivateKey == nil {
-		t.Fatalf("mallory's secret key: %v", err)
-	}
-	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), rsaPub)
-	sub.IsSubkey = true
-	binding := &packet.Signature{
-		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: mallory.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
-		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &mallory.PrimaryKey.KeyId,
-		FlagsValid: true, FlagAuthenticate: true,
-	}
-	if err := binding.SignKey(sub, mallory.PrivateKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	var key bytes.Buffer
-	key.Write(g.run("", "--export", malloryFpr))
-	if err := sub.Serialize(&key); err != nil {
-		t.Fatal(err)
-	}
-	if err := binding.Serialize(&key); err != nil {
-		t.Fatal(err)
-	}
-	k.upload(key.Bytes())
+	_, _, key := bindAuthSubkey(t, g, malloryFpr, alice.pub)
+	k.upload(key)
 	stmt := k.challenge("mallory", malloryFpr, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
 		t.Fatalf("mallory's claim: %d %s", st, code)
@@ -287,29 +294,9 @@ func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	ssh := newSSHKey(t, t.TempDir(), "rsa")
-	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(ssh.pub))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fpr := g.newKey("Carol <carol@example.org>")
-	carol, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", fpr))))
-	if err != nil || carol.PrivateKey == nil {
-		t.Fatalf("carol's secret key: %v", err)
-	}
-	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey))
-	sub.IsSubkey = true
-	binding := &packet.Signature{
-		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: carol.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
-		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &carol.PrimaryKey.KeyId, FlagsValid: true, FlagAuthenticate: true,
-	}
-	if err := binding.SignKey(sub, carol.PrivateKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	var key bytes.Buffer
-	key.Write(g.run("", "--export", fpr))
-	sub.Serialize(&key)
-	binding.Serialize(&key)
-	k.upload(key.Bytes())
+	sub, carol, key := bindAuthSubkey(t, g, fpr, ssh.pub)
+	k.upload(key)
 	stmt := k.challenge("carol", fpr, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
 		t.Fatalf("claim: %d %s", st, code)
@@ -335,12 +322,11 @@ func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
 	if err := sig.RevokeSubkey(sub, carol.PrivateKey, nil); err != nil {
 		t.Fatal(err)
 	}
-	key.Reset()
-	key.Write(g.run("", "--export", fpr))
-	sub.Serialize(&key)
-	binding.Serialize(&key)
-	sig.Serialize(&key)
-	k.upload(key.Bytes())
+	revoked := bytes.NewBuffer(key)
+	if err := sig.Serialize(revoked); err != nil {
+		t.Fatal(err)
+	}
+	k.upload(revoked.Bytes())
 	if _, served := k.get("/users/carol.keys"); served != "" {
 		t.Errorf("a revoked auth subkey is served: %q", served)
 	}
