@@ -64,7 +64,9 @@ func methodWords(m identity.Method) string {
 	case identity.MethodPGPUIDSelfSig:
 		return "named in a self-signed user ID (a claim by the key's holder)"
 	case identity.MethodPGPAuthSubkey:
-		return "an authentication subkey of the OpenPGP key"
+		return "an authentication subkey of the OpenPGP key (a claim: the SSH key did not sign the binding)"
+	case identity.MethodPGPAuthSubkeySigned:
+		return "an authentication subkey of the OpenPGP key, whose binding the SSH key signed too"
 	case identity.MethodPGPChallenge:
 		return "the OpenPGP key signed a challenge"
 	case identity.MethodSSHChallenge:
