@@ -656,13 +656,17 @@ func (s *Service) Lookup(ctx context.Context, handle string) (Identity, *Assessm
 }
 
 // WhoProves returns the handle of the identity for which f is proven now,
-// or an *Error with code not_linked.
+// or an *Error with code not_linked. Should the factor's holder have made
+// it proven for more than one identity (a back-signed binding in a key of
+// each), the identity that proved it first answers.
 func (s *Service) WhoProves(ctx context.Context, f Factor) (Handle, error) {
 	handles, err := s.store.FactorHandles(ctx, f)
 	if err != nil {
 		return "", fmt.Errorf("identity: who proves %s: %w", f, err)
 	}
 	now := s.now()
+	var best Handle
+	var bestSeq int64
 	for _, h := range handles {
 		_, recs, err := s.store.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
@@ -671,11 +675,18 @@ func (s *Service) WhoProves(ctx context.Context, f Factor) (Handle, error) {
 		if err != nil {
 			return "", fmt.Errorf("identity: who proves %s: %w", f, err)
 		}
-		if Assess(h, recs, now).Proven(f) {
-			return h, nil
+		st, ok := Assess(h, recs, now).Status(f)
+		if !ok || st.Level != LevelProven || len(st.Via) == 0 {
+			continue
+		}
+		if seq := st.Via[len(st.Via)-1]; best == "" || seq < bestSeq {
+			best, bestSeq = h, seq
 		}
 	}
-	return "", Refuse(CodeNotLinked, "no identity has proven %s", f)
+	if best == "" {
+		return "", Refuse(CodeNotLinked, "no identity has proven %s", f)
+	}
+	return best, nil
 }
 
 // Log returns up to limit records after seq after, with every byte.

