@@ -106,11 +106,11 @@ func (s *Service) syncKeyLinks(ctx context.Context, tx Tx, f Factor, key []byte,
 // it; running it again for an unchanged key appends nothing.
 func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 	f := PGPFactor(fp)
-	handles, err := s.store.FactorHandles(ctx, f)
+	named, err := s.store.FactorHandles(ctx, f)
 	if err != nil {
 		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
 	}
-	if len(handles) == 0 {
+	if len(named) == 0 {
 		return nil
 	}
 	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value)
@@ -119,13 +119,12 @@ func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 	} else if err != nil {
 		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
 	}
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		return s.syncKeyLinks(ctx, tx, f, key, links, s.now())
 	})
 	if err != nil {
 		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
 	}
-	s.changed(ctx, handles...)
 	return nil
 }
 

@@ -133,7 +133,7 @@ func (s *Service) ClaimWithLogin(ctx context.Context, handle string, l Login) (I
 		return Identity{}, err
 	}
 	var id Identity
-	err = s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
 		var err error
 		if id, err = s.create(ctx, tx, h, v.factor, now); CodeOf(err) == CodeFactorLinked {
@@ -163,7 +163,7 @@ func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
 	if _, err := s.verifyLogin(ctx, l); err != nil {
 		return err
 	}
-	err := s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
 		_, recs, err := tx.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
@@ -208,8 +208,7 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 	if _, err := s.verifyLogin(ctx, l); err != nil {
 		return err
 	}
-	var wrote bool
-	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
 		_, recs, err := tx.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
@@ -224,16 +223,9 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 		if hasEmailRecord(recs, l.Account, l.Email) {
 			return nil
 		}
-		wrote = true
 		return tx.Append(ctx, emailRecord(s.server, h, l, now))
 	})
-	if err != nil {
-		return wrapOp("record login email", err)
-	}
-	if wrote {
-		s.changed(ctx, h)
-	}
-	return nil
+	return wrapOp("record login email", err)
 }
 
 // DeleteWithSession ends the identity h for a logged-in session whose
@@ -247,7 +239,7 @@ func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login
 		return 0, err
 	}
 	n := 0
-	err = s.update(ctx, h, func(ctx context.Context, tx Tx) error {
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
 		a, err := s.assess(ctx, tx, h, now)
 		if err != nil {

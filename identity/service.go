@@ -85,13 +85,69 @@ func (s *Service) changed(ctx context.Context, handles ...Handle) {
 }
 
 // update runs fn in one store transaction and, when it commits, tells the
-// subscribers that handle changed.
-func (s *Service) update(ctx context.Context, handle Handle, fn func(ctx context.Context, tx Tx) error) error {
-	if err := s.store.Update(ctx, fn); err != nil {
+// subscribers which identities its appends changed: the identity a record
+// names, and for a record a key carries itself (no handle) every identity
+// that names the key, since such records count in each of their
+// assessments. A refused or empty write tells no one.
+func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+	var changed []Handle
+	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		n := &notingTx{Tx: tx}
+		if err := fn(ctx, n); err != nil {
+			return err
+		}
+		var err error
+		changed, err = n.changed(ctx)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	s.changed(ctx, handle)
+	if len(changed) > 0 {
+		s.changed(ctx, changed...)
+	}
 	return nil
+}
+
+// notingTx is a Tx that remembers whom its appends concern.
+type notingTx struct {
+	Tx
+	handles []Handle
+	keys    []Factor
+}
+
+// Append appends e and notes whom it concerns.
+func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
+	if err := n.Tx.Append(ctx, e); err != nil {
+		return err
+	}
+	switch {
+	case e.Handle != "":
+		if !slices.Contains(n.handles, e.Handle) {
+			n.handles = append(n.handles, e.Handle)
+		}
+	case !slices.ContainsFunc(n.keys, e.From.Same):
+		n.keys = append(n.keys, e.From)
+	}
+	return nil
+}
+
+// changed returns the identities the appends concern, reading in the
+// transaction which identities name the keys whose own records changed.
+func (n *notingTx) changed(ctx context.Context) ([]Handle, error) {
+	out := n.handles
+	for _, k := range n.keys {
+		hs, err := n.FactorHandles(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Proof is a signature over a statement by a factor.
@@ -307,8 +363,7 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 		return Identity{}, err
 	}
 	var id Identity
-	var also []Handle
-	err = s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
 			return err
@@ -320,17 +375,10 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 		if err := tx.Append(ctx, record(v, c, Factor{}, req.Statement, req.Label, now)); err != nil {
 			return err
 		}
-		if err := s.syncKeyLinks(ctx, tx, v.factor, keyBytes, links, now); err != nil {
-			return err
-		}
-		also, err = keyHandles(ctx, tx, v.factor, c.Handle)
-		return err
+		return s.syncKeyLinks(ctx, tx, v.factor, keyBytes, links, now)
 	})
 	if err != nil {
 		return Identity{}, wrapOp("claim", err)
-	}
-	if len(also) > 0 {
-		s.changed(ctx, also...)
 	}
 	return id, nil
 }
@@ -439,8 +487,7 @@ func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newPr
 			return err
 		}
 	}
-	var also []Handle
-	err := s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
@@ -474,32 +521,11 @@ func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newPr
 			if err := tx.Append(ctx, record(nv, c, Factor{}, statement, label, now)); err != nil {
 				return err
 			}
-			if err := s.syncKeyLinks(ctx, tx, nv.factor, keyBytes, links, now); err != nil {
-				return err
-			}
-			also, err = keyHandles(ctx, tx, nv.factor, c.Handle)
-			return err
+			return s.syncKeyLinks(ctx, tx, nv.factor, keyBytes, links, now)
 		}
 		return nil
 	})
-	if err == nil && len(also) > 0 {
-		s.changed(ctx, also...)
-	}
 	return wrapOp("add", err)
-}
-
-// keyHandles returns the identities other than mine that name the
-// OpenPGP key f: the links a write recorded for f count in their
-// assessments too, so their subscribers must hear of it.
-func keyHandles(ctx context.Context, tx Tx, f Factor, mine Handle) ([]Handle, error) {
-	if f.Kind != KindPGP {
-		return nil, nil
-	}
-	hs, err := tx.FactorHandles(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(hs, func(h Handle) bool { return h == mine }), nil
 }
 
 // assess reads and assesses h's records in tx.
@@ -558,7 +584,7 @@ func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, sessi
 }
 
 func (s *Service) revoke(ctx context.Context, c *Challenge, statement []byte, bv verified) error {
-	err := s.update(ctx, c.Handle, func(ctx context.Context, tx Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
