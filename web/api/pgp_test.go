@@ -3,13 +3,11 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
@@ -288,29 +286,8 @@ func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
 	if authSub == nil {
 		t.Fatal("alice's key has no authentication subkey")
 	}
-	bob, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", bobFpr))))
-	if err != nil || bob.PrivateKey == nil {
-		t.Fatalf("bob's secret key: %v", err)
-	}
-	binding := &packet.Signature{
-		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: bob.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
-		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &bob.PrimaryKey.KeyId,
-		FlagsValid: true, FlagAuthenticate: true,
-	}
-	if err := binding.SignKey(authSub, bob.PrivateKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	var bobKey bytes.Buffer
-	bobKey.Write(g.run("", "--export", bobFpr))
-	stolen := *authSub
-	stolen.IsSubkey = true
-	if err := stolen.Serialize(&bobKey); err != nil {
-		t.Fatal(err)
-	}
-	if err := binding.Serialize(&bobKey); err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := pgp.ParseKey(bobKey.Bytes())
+	_, bobKey := bindAuthSubkey(t, g, bobFpr, authSub)
+	parsed, err := pgp.ParseKey(bobKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,22 +119,28 @@ func touchBindings(t *testing.T, key []byte) []byte {
 	return pgp.NewKey(out).Bytes()
 }
 
-// bindAuthSubkey returns the gpg key fpr with the RSA SSH key line bound
-// to it as an authentication subkey by the primary alone (no signature by
-// the SSH key), as anyone holding a primary key can do; and the subkey
-// and the primary's private key, for later signatures.
-func bindAuthSubkey(t *testing.T, g *gnupg, fpr, sshLine string) (*packet.PublicKey, *openpgp.Entity, []byte) {
+// sshSubkey is the RSA SSH key line as an OpenPGP subkey.
+func sshSubkey(t *testing.T, sshLine string) *packet.PublicKey {
 	t.Helper()
 	pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(sshLine))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey))
+	sub.IsSubkey = true
+	return sub
+}
+
+// bindAuthSubkey returns the gpg key fpr with sub bound to it as an
+// authentication subkey by the primary alone (no signature by the
+// subkey), as anyone holding a primary key can do for any public key,
+// and the primary's entity, for later signatures.
+func bindAuthSubkey(t *testing.T, g *gnupg, fpr string, sub *packet.PublicKey) (*openpgp.Entity, []byte) {
+	t.Helper()
 	owner, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", fpr))))
 	if err != nil || owner.PrivateKey == nil {
 		t.Fatalf("secret key of %s: %v", fpr, err)
 	}
-	sub := packet.NewRSAPublicKey(time.Now().Add(-time.Hour), pub.(gossh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey))
-	sub.IsSubkey = true
 	binding := &packet.Signature{
 		Version: 4, SigType: packet.SigTypeSubkeyBinding, PubKeyAlgo: owner.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
 		CreationTime: time.Now().Add(-time.Minute), IssuerKeyId: &owner.PrimaryKey.KeyId, FlagsValid: true, FlagAuthenticate: true,
@@ -144,13 +150,15 @@ func bindAuthSubkey(t *testing.T, g *gnupg, fpr, sshLine string) (*packet.Public
 	}
 	var key bytes.Buffer
 	key.Write(g.run("", "--export", fpr))
-	if err := sub.Serialize(&key); err != nil {
+	stored := *sub
+	stored.IsSubkey = true
+	if err := stored.Serialize(&key); err != nil {
 		t.Fatal(err)
 	}
 	if err := binding.Serialize(&key); err != nil {
 		t.Fatal(err)
 	}
-	return sub, owner, key.Bytes()
+	return owner, key.Bytes()
 }
 
 // TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload is item 1 of
@@ -244,7 +252,7 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	g := newGnuPG(t)
 	alice := newSSHKey(t, t.TempDir(), "rsa")
 	malloryFpr := g.newKey("Mallory <mallory@example.org>")
-	_, _, key := bindAuthSubkey(t, g, malloryFpr, alice.pub)
+	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
 	k.upload(key)
 	stmt := k.challenge("mallory", malloryFpr, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
@@ -295,7 +303,8 @@ func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
 	g := newGnuPG(t)
 	ssh := newSSHKey(t, t.TempDir(), "rsa")
 	fpr := g.newKey("Carol <carol@example.org>")
-	sub, carol, key := bindAuthSubkey(t, g, fpr, ssh.pub)
+	sub := sshSubkey(t, ssh.pub)
+	carol, key := bindAuthSubkey(t, g, fpr, sub)
 	k.upload(key)
 	stmt := k.challenge("carol", fpr, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
