@@ -204,7 +204,9 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	applied, rep, err := h.opts.Policy.Apply(k)
+	policy := h.opts.Policy
+	policy.Issuers = h.store.IssuerKeys(r.Context())
+	applied, rep, err := policy.Apply(k)
 	if err != nil {
 		res.Result = resultRejected
 		res.Reason = pgp.RejectionReason(err)

@@ -42,6 +42,10 @@ type Store interface {
 	// store changed, after it commits and before the write returns,
 	// whichever frontend wrote.
 	OnKeysChanged(fn func(ctx context.Context, changed []*pgp.Key))
+	// IssuerKeys looks up stored keys by key ID for pgp.Policy.Issuers, so
+	// that certifications the store can verify survive a certification
+	// flood in an upload.
+	IssuerKeys(ctx context.Context) pgp.IssuerKeys
 }
 
 // Defaults for the zero Options fields.

@@ -282,3 +282,119 @@ func TestPolicyChecksBackSignatures(t *testing.T) {
 		t.Errorf("AllowMissingBackSignatures: err %v", err)
 	}
 }
+
+// Attack: certifications dated decades ahead outrank every genuine one
+// under "keep the newest". Signatures dated more than a day ahead of the
+// policy's clock are dropped instead.
+func TestPolicyDropsSignaturesDatedInTheFuture(t *testing.T) {
+	alice := genEntity(t, "Alice", "alice@example.org", 1)
+	mallory := genEntity(t, "Mallory", "mallory@example.org", 2)
+	uid := "Alice <alice@example.org>"
+	now := testTime.Add(365 * 24 * time.Hour)
+	p := Policy{Now: func() time.Time { return now }}
+	base := mustParse(t, entityBytes(t, alice)).Packets()
+	soon := Packet{Tag: TagSignature, Body: certify(t, mallory, alice.PrimaryKey, uid, now.Add(time.Hour))}
+	far := Packet{Tag: TagSignature, Body: certify(t, mallory, alice.PrimaryKey, uid, now.Add(70*365*24*time.Hour))}
+	out, rep, err := p.Apply(NewKey(insertAfter(base, isTag(TagUserID), soon, far)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Count(DropFutureSignature); got != 1 {
+		t.Errorf("dropped %d future signatures, want 1 (report %v)", got, rep)
+	}
+	var kept [][]byte
+	for _, q := range out.Packets() {
+		kept = append(kept, q.Body)
+	}
+	if !slices.ContainsFunc(kept, func(b []byte) bool { return bytes.Equal(b, soon.Body) }) {
+		t.Error("a certification an hour ahead (clock skew) was dropped")
+	}
+	if slices.ContainsFunc(kept, func(b []byte) bool { return bytes.Equal(b, far.Body) }) {
+		t.Error("a certification dated 70 years ahead was kept")
+	}
+}
+
+// Attack: a flood of certifications that verify against no known key,
+// newer than a genuine one, pushes the genuine one out of the per-user-ID
+// cap. With Issuers set, certifications that verify are kept first;
+// certifications that only name a known issuer (forged) rank as unverified.
+func TestPolicyFloodCannotDisplaceVerifiedCertifications(t *testing.T) {
+	alice := genEntity(t, "Alice", "alice@example.org", 1)
+	bob := genEntity(t, "Bob", "bob@example.org", 3)
+	uid := "Alice <alice@example.org>"
+	base := mustParse(t, entityBytes(t, alice)).Packets()
+	genuine := Packet{Tag: TagSignature, Body: certify(t, bob, alice.PrimaryKey, uid, testTime)}
+
+	floodSigners := []*openpgp.Entity{genEntity(t, "M1", "m1@example.org", 21), genEntity(t, "M2", "m2@example.org", 22)}
+	var flood []Packet
+	for i := 0; i < DefaultMaxCertifications+20; i++ {
+		body := certify(t, floodSigners[i%2], alice.PrimaryKey, uid, testTime.Add(time.Duration(i+1)*time.Hour))
+		if i%5 == 0 {
+			// Forged: names Bob as issuer but is signed by someone else.
+			body = forgeIssuer(t, floodSigners[i%2], bob, alice.PrimaryKey, uid, testTime.Add(time.Duration(i+1)*time.Hour))
+		}
+		flood = append(flood, Packet{Tag: TagSignature, Body: body})
+	}
+	key := NewKey(insertAfter(base, isTag(TagUserID), append([]Packet{genuine}, flood...)...))
+	holds := func(k *Key) bool {
+		return slices.ContainsFunc(k.Packets(), func(q Packet) bool { return bytes.Equal(q.Body, genuine.Body) })
+	}
+
+	// Without an issuer lookup the attack works: the genuine one is oldest.
+	out, _, err := Policy{}.Apply(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds(out) {
+		t.Fatal("test premise: without Issuers the oldest certification should be displaced")
+	}
+
+	bobBody := bob.PrimaryKey
+	var bobPacket bytes.Buffer
+	if err := bobBody.Serialize(&bobPacket); err != nil {
+		t.Fatal(err)
+	}
+	bobKey := mustParse(t, bobPacket.Bytes())
+	issuers := func(id uint64) [][]byte {
+		if id == bob.PrimaryKey.KeyId {
+			return [][]byte{bobKey.Packets()[0].Body}
+		}
+		return nil
+	}
+	p := Policy{Issuers: issuers}
+	out, rep, err := p.Apply(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holds(out) {
+		t.Errorf("the verified certification was displaced by the flood (report %v)", rep)
+	}
+	if got := rep.Count(DropCertificationFlood); got != len(flood)+1-DefaultMaxCertifications {
+		t.Errorf("dropped %d, want %d", got, len(flood)+1-DefaultMaxCertifications)
+	}
+
+	// The whole-key size limit sheds unverified certifications first too.
+	small := Policy{Issuers: issuers, MaxKeySize: out.Size() / 2}
+	out, rep, err = small.Apply(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holds(out) || rep.Count(DropKeySizeLimit) == 0 {
+		t.Errorf("size shedding: genuine kept %v, report %v", holds(out), rep)
+	}
+}
+
+// forgeIssuer makes a certification signed by signer that claims to be by
+// claimed (its issuer subpackets name claimed's key).
+func forgeIssuer(t testing.TB, signer, claimed *openpgp.Entity, target *packet.PublicKey, uid string, at time.Time) []byte {
+	t.Helper()
+	sig := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeGenericCert, PubKeyAlgo: signer.PrivateKey.PubKeyAlgo,
+		Hash: crypto.SHA256, CreationTime: at,
+		IssuerKeyId: &claimed.PrimaryKey.KeyId, IssuerFingerprint: claimed.PrimaryKey.Fingerprint,
+	}
+	if err := sig.SignUserId(uid, target, signer.PrivateKey, sigConfig(at)); err != nil {
+		t.Fatal(err)
+	}
+	return serializeBody(t, sig)
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Errors a Policy rejects a whole key with (test with errors.Is).
@@ -66,7 +67,30 @@ type Policy struct {
 	// lacks a valid embedded primary-key binding signature. The default
 	// (false) drops such bindings, as RFC 9580 requires.
 	AllowMissingBackSignatures bool
+	// Issuers finds the keys that may have made a third-party
+	// certification. When a cap forces certifications out (MaxCertifications
+	// or MaxKeySize), those that verify against a key it returns are kept
+	// before any that do not, so a flood of unverifiable certifications
+	// cannot displace a genuine one. Nil: certifications are ranked by date
+	// alone.
+	Issuers IssuerKeys
+	// Now is the clock signatures' creation times are checked against
+	// (signatures dated more than MaxClockSkew after it are dropped). Nil:
+	// time.Now.
+	Now func() time.Time
 }
+
+// IssuerKeys returns the public-key packet bodies (primary keys or subkeys)
+// whose 64-bit key ID is id, as far as the caller knows them. It must not
+// fail: a lookup that cannot be done returns nothing, and the
+// certification then ranks as unverified.
+type IssuerKeys func(id uint64) [][]byte
+
+// MaxClockSkew is how far in the future a signature's creation time may
+// lie: one day, for clocks set a time zone wrong. Signatures dated later
+// are dropped (DropFutureSignature), so that no one can pin their
+// certifications above every genuine one by dating them decades ahead.
+const MaxClockSkew = 24 * time.Hour
 
 // Default limits (see the Policy fields).
 const (
@@ -138,6 +162,16 @@ type keptSig struct {
 	pkt  Packet
 	info *sigInfo
 	self *selfSig // nil for third-party signatures
+	// verified: a third-party certification that verified against a key
+	// Policy.Issuers returned (set only when a cap needs the ranking).
+	verified bool
+}
+
+func (p Policy) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
 }
 
 // keptComp is a component that passed the checks so far.
@@ -212,10 +246,10 @@ func (p Policy) apply(st *structured) (*Key, Report, error) {
 		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w", fprHex, ErrNoSelfSignature)
 	}
 
-	direct = p.capCertifications(direct, &rep)
+	direct = p.capCertifications(prim, kindDirect, nil, direct, &rep)
 	for _, list := range [][]*keptComp{uids, uats} {
 		for _, c := range list {
-			c.sigs = p.capCertifications(c.sigs, &rep)
+			c.sigs = p.capCertifications(prim, c.kind, c.pkt.Body, c.sigs, &rep)
 		}
 	}
 	uids = capComponents(uids, p.MaxUserIDs, DropTooManyUserIDs, &rep)
@@ -232,6 +266,12 @@ func (p Policy) apply(st *structured) (*Key, Report, error) {
 	}
 
 	if size := canonicalSize(st.primary, direct, uids, uats, subs); size > p.MaxKeySize {
+		p.markVerified(prim, kindDirect, nil, direct)
+		for _, list := range [][]*keptComp{uids, uats} {
+			for _, c := range list {
+				p.markVerified(prim, c.kind, c.pkt.Body, c.sigs)
+			}
+		}
 		size = shedForSize(size, p.MaxKeySize, &direct, [][]*keptComp{uids, uats}, &rep)
 		if size > p.MaxKeySize {
 			return nil, rep, fmt.Errorf("pgp: policy: key %s: %d bytes of self-signed material, limit %d: %w", fprHex, size, p.MaxKeySize, ErrKeyTooLarge)
@@ -319,6 +359,7 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 // primary key) and returns those kept.
 func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, sub *keyMaterial, sigs []Packet, rep *Report) []keptSig {
 	kept := make([]keptSig, 0, len(sigs))
+	latestAllowed := p.now().Add(MaxClockSkew).Unix()
 	var seen map[string]struct{}
 	if len(sigs) > 1 {
 		seen = make(map[string]struct{}, len(sigs))
@@ -342,6 +383,10 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 		info, err := parseSigInfo(s.Body)
 		if err != nil {
 			rep.add(DropMalformedSignature, 1)
+			continue
+		}
+		if info.created > latestAllowed {
+			rep.add(DropFutureSignature, 1)
 			continue
 		}
 		if !sigAllowedFor(info.sigType, kind) {
@@ -372,9 +417,10 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 	return kept
 }
 
-// capCertifications keeps at most MaxCertifications third-party signatures,
-// the newest.
-func (p Policy) capCertifications(sigs []keptSig, rep *Report) []keptSig {
+// capCertifications keeps at most MaxCertifications third-party signatures
+// on one component (kind and body comp; kindDirect: on the primary key):
+// those that verify against a known issuer first, then the newest.
+func (p Policy) capCertifications(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig, rep *Report) []keptSig {
 	third := 0
 	for _, s := range sigs {
 		if s.self == nil {
@@ -384,6 +430,7 @@ func (p Policy) capCertifications(sigs []keptSig, rep *Report) []keptSig {
 	if third <= p.MaxCertifications {
 		return sigs
 	}
+	p.markVerified(prim, kind, comp, sigs)
 	var self, others []keptSig
 	for _, s := range sigs {
 		if s.self == nil {
@@ -392,9 +439,45 @@ func (p Policy) capCertifications(sigs []keptSig, rep *Report) []keptSig {
 			self = append(self, s)
 		}
 	}
-	slices.SortFunc(others, func(a, b keptSig) int { return -compareSigs(a, b) }) // newest first
+	slices.SortFunc(others, func(a, b keptSig) int { return -rankCertifications(a, b) }) // best first
 	rep.add(DropCertificationFlood, len(others)-p.MaxCertifications)
 	return append(self, others[:p.MaxCertifications]...)
+}
+
+// markVerified sets verified on the third-party signatures of one component
+// that verify against a key Policy.Issuers knows.
+func (p Policy) markVerified(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig) {
+	if p.Issuers == nil {
+		return
+	}
+	for i := range sigs {
+		s := &sigs[i]
+		if s.self != nil || s.verified {
+			continue
+		}
+		id, ok := s.info.issuerKeyID()
+		if !ok {
+			continue
+		}
+		for _, body := range p.Issuers(id) {
+			if verifyCertification(prim, s.info, kind, comp, body) {
+				s.verified = true
+				break
+			}
+		}
+	}
+}
+
+// rankCertifications orders third-party signatures from least to most
+// worth keeping: unverified before verified, then oldest first.
+func rankCertifications(a, b keptSig) int {
+	if a.verified != b.verified {
+		if a.verified {
+			return 1
+		}
+		return -1
+	}
+	return compareSigs(a, b)
 }
 
 // capComponents keeps at most max components, those with the newest valid
@@ -471,7 +554,7 @@ func shedForSize(size, max int, direct *[]keptSig, lists [][]*keptComp, rep *Rep
 			add(&c.sigs)
 		}
 	}
-	slices.SortFunc(refs, func(a, b ref) int { return compareSigs(a.s, b.s) })
+	slices.SortFunc(refs, func(a, b ref) int { return rankCertifications(a.s, b.s) })
 	drop := make(map[*sigInfo]bool)
 	for _, r := range refs {
 		if size <= max {

@@ -57,14 +57,15 @@ const (
 	// signing subkey without a valid back-signature).
 	DropUnboundSubkey
 	// DropCertificationFlood: a third-party certification beyond the
-	// per-component cap (the oldest go first).
+	// per-component cap (unverified ones go first, then the oldest).
 	DropCertificationFlood
 	// DropTooManyUserIDs: a user ID or attribute beyond the per-key cap.
 	DropTooManyUserIDs
 	// DropTooManySubkeys: a subkey beyond the per-key cap.
 	DropTooManySubkeys
-	// DropKeySizeLimit: a third-party certification shed (oldest first) to
-	// bring the key under the whole-key size limit.
+	// DropKeySizeLimit: a third-party certification shed (unverified ones
+	// first, then oldest first) to bring the key under the whole-key size
+	// limit.
 	DropKeySizeLimit
 	// DropUnreadableVersion: a signature or subkey whose version RFC 9580
 	// does not define (or LibrePGP's v5), or one gpg stops reading at where
@@ -73,6 +74,9 @@ const (
 	// DropUnknownAlgorithm: a signature or subkey of a public-key algorithm
 	// RFC 9580 does not define, whose fields cannot be checked.
 	DropUnknownAlgorithm
+	// DropFutureSignature: a signature dated more than MaxClockSkew after
+	// the policy's clock.
+	DropFutureSignature
 
 	numDropReasons
 )
@@ -99,6 +103,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropKeySizeLimit:         "key-size-limit",
 	DropUnreadableVersion:    "unreadable-version",
 	DropUnknownAlgorithm:     "unknown-algorithm",
+	DropFutureSignature:      "future-signature",
 }
 
 // String returns the reason's stable kebab-case name (for logs and metrics).

@@ -314,3 +314,35 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 	}
 	return nil, fmt.Errorf("%w: v3 signature algorithm %d", ErrUnsupportedSignature, s.algo)
 }
+
+// verifyCertification reports whether s, a third-party signature over the
+// component comp of the key primary, was made by the public key whose
+// packet body is issuerBody. Only v4 and v6 signatures are checked (a v3
+// certification ranks as unverified).
+func verifyCertification(primary *keyMaterial, s *sigInfo, kind componentKind, comp, issuerBody []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	if s.version < 4 {
+		return false
+	}
+	issuer, err := parseKeyMaterial(issuerBody, false)
+	if err != nil || issuer.pub == nil || (issuer.version == 6) != (s.version == 6) {
+		return false
+	}
+	if s.issuerFpr != nil && string(s.issuerFpr) != string(issuer.fpr) {
+		return false
+	}
+	gs, err := parseV4Signature(s)
+	if err != nil {
+		return false
+	}
+	h, err := gs.PrepareVerify()
+	if err != nil {
+		return false
+	}
+	writeSignedData(h, s.version, primary, kind, comp, nil)
+	return verifyValue(issuer.pub, h, gs) == nil
+}

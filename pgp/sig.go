@@ -177,3 +177,19 @@ func goCryptoSignature(body []byte) (*packet.Signature, error) {
 	}
 	return sig, nil
 }
+
+// issuerKeyID returns the 64-bit key ID of the signature's issuer, from the
+// issuer subpacket or the issuer fingerprint (the low 8 bytes of a v4
+// fingerprint, the high 8 of a v6 one).
+func (s *sigInfo) issuerKeyID() (uint64, bool) {
+	if s.hasIssuer {
+		return s.issuer, true
+	}
+	switch len(s.issuerFpr) {
+	case 20:
+		return binary.BigEndian.Uint64(s.issuerFpr[12:]), true
+	case 32:
+		return binary.BigEndian.Uint64(s.issuerFpr[:8]), true
+	}
+	return 0, false
+}

@@ -31,6 +31,8 @@ type KeyStore interface {
 	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
 	// KeyStats summarises the store.
 	KeyStats(ctx context.Context) (identity.KeyStats, error)
+	// IssuerKeys looks up stored keys by key ID for pgp.Policy.Issuers.
+	IssuerKeys(ctx context.Context) pgp.IssuerKeys
 }
 
 // Identities is what the pages need of the identity operations: the one

@@ -374,7 +374,9 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	applied, rep, err := h.opts.Policy.Apply(k)
+	policy := h.opts.Policy
+	policy.Issuers = h.deps.Keys.IssuerKeys(ctx)
+	applied, rep, err := policy.Apply(k)
 	if err != nil {
 		res.Result, res.Reason = "rejected", pgp.RejectionReason(err)
 		return res

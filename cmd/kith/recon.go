@@ -23,6 +23,7 @@ type reconStore interface {
 	Digests(ctx context.Context, fn func([16]byte) error) error
 	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error
 	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	IssuerKeys(ctx context.Context) pgp.IssuerKeys
 }
 
 // startRecon builds the recon tree from the store, keeps it current from
@@ -74,6 +75,8 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy) func(ctx context.Context
 		if err != nil {
 			return fmt.Errorf("%w: %v", recon.ErrRejected, err)
 		}
+		policy := policy
+		policy.Issuers = st.IssuerKeys(ctx)
 		k, _, err := policy.Apply(raw)
 		if err != nil {
 			return fmt.Errorf("%w: %v", recon.ErrRejected, err)

@@ -119,6 +119,8 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 
 	var changed []*pendingKey
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		policy := s.policy
+		policy.Issuers = issuerKeys(ctx, tx)
 		rows, err := tx.Query(ctx, `SELECT id, fingerprint, digest, packets FROM keys
 			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
 		if err != nil {
@@ -162,7 +164,7 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 			if err != nil {
 				return fmt.Errorf("parse stored key %X: %w", p.fp, err)
 			}
-			merged, _, err := s.policy.Merge(storedKey, p.key)
+			merged, _, err := policy.Merge(storedKey, p.key)
 			if err != nil {
 				return fmt.Errorf("merge %X: %w", p.fp, err)
 			}
@@ -650,4 +652,41 @@ func nullTime(t time.Time) *time.Time {
 func cleanText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// IssuerKeys returns a lookup of stored primary keys by 64-bit key ID, for
+// pgp.Policy.Issuers: upload paths set it so that certifications by keys
+// the store holds outrank unverifiable ones when a cap applies.
+func (s *Store) IssuerKeys(ctx context.Context) pgp.IssuerKeys {
+	return issuerKeys(ctx, s.pool)
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// maxIssuerCandidates bounds the stored keys one key ID lookup returns (a
+// 64-bit key ID collides only when someone made it collide).
+const maxIssuerCandidates = 8
+
+func issuerKeys(ctx context.Context, q queryer) pgp.IssuerKeys {
+	return func(id uint64) [][]byte {
+		rows, err := q.Query(ctx, `SELECT packets FROM keys WHERE long_id = $1 LIMIT $2`, int64(id), maxIssuerCandidates)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		var out [][]byte
+		for rows.Next() {
+			var packets []byte
+			if rows.Scan(&packets) != nil {
+				return out
+			}
+			if k, err := pgp.ParseKey(packets); err == nil && len(k.Packets()) > 0 {
+				out = append(out, k.Packets()[0].Body)
+			}
+		}
+		return out
+	}
 }
