@@ -4,6 +4,7 @@
 package hkp
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -24,6 +25,39 @@ func writeArmoredPackets(w io.Writer, keys []identity.StoredKey) error {
 		if _, err := aw.Write(keys[i].Packets); err != nil {
 			return fmt.Errorf("hkp: armor: %w", err)
 		}
+	}
+	if err := aw.Close(); err != nil {
+		return fmt.Errorf("hkp: armor: %w", err)
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return fmt.Errorf("hkp: armor: %w", err)
+	}
+	return nil
+}
+
+// writeArmoredStream is writeArmoredPackets for keys read one at a time
+// through stream (a Store's StreamPackets), so that an answer of many
+// large keys never sits in memory whole.
+func writeArmoredStream(ctx context.Context, w io.Writer, fps [][]byte, stream func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error) error {
+	aw, err := armor.Encode(w, "PGP PUBLIC KEY BLOCK", nil)
+	if err != nil {
+		return fmt.Errorf("hkp: armor: %w", err)
+	}
+	n := 0
+	err = stream(ctx, fps, func(_, packets []byte) error {
+		n++
+		if _, err := aw.Write(packets); err != nil {
+			return fmt.Errorf("hkp: armor: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n != len(fps) {
+		// A key went away between the query and the read: the count in
+		// X-HKP-Results-Count is already sent, so cut the answer.
+		return fmt.Errorf("hkp: armor: %d of %d keys still stored", n, len(fps))
 	}
 	if err := aw.Close(); err != nil {
 		return fmt.Errorf("hkp: armor: %w", err)

@@ -42,6 +42,8 @@ package hkp
 
 import (
 	"container/list"
+	"context"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +57,9 @@ type answer struct {
 	// header holds extra header fields (name, value).
 	header [][2]string
 	body   []byte
+	// stream, when set, writes the body instead of body (an answer too
+	// large to hold in memory; never cacheable).
+	stream func(ctx context.Context, w io.Writer) error
 	// cacheable is false for answers that must not be kept (store errors).
 	cacheable bool
 }

@@ -31,6 +31,12 @@ type Store interface {
 	// KeysByDigest returns the stored keys with these SKS digests; digests
 	// the store does not hold are left out.
 	KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
+	// KeySizesByDigest is KeysByDigest with Size set and no Packets.
+	KeySizesByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
+	// StreamPackets calls fn with the packets of each key whose primary
+	// fingerprint is in fps, in that order, one key in memory at a time;
+	// fn must not keep packets.
+	StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerprint, packets []byte) error) error
 	// KeyStats summarises the store.
 	KeyStats(ctx context.Context) (identity.KeyStats, error)
 	// ListenKeyChanges calls fn for every key change any node makes, until
@@ -67,6 +73,9 @@ const (
 	// DefaultMaxHashQueryResponse caps a hashquery response; keys past it
 	// are left out (the peer asks again for what it still lacks).
 	DefaultMaxHashQueryResponse = 32 << 20
+	// DefaultMaxAnswerSize caps the keys' bytes one op=get may return;
+	// a broader get is refused with 400 before any key is read.
+	DefaultMaxAnswerSize = 16 << 20
 	// DefaultStatsTTL is how long the store's statistics are reused.
 	DefaultStatsTTL = 10 * time.Second
 )
@@ -85,6 +94,9 @@ type Options struct {
 	MaxHashQueryDigests int
 	// MaxHashQueryResponse caps the keys' bytes of one hashquery answer.
 	MaxHashQueryResponse int
+	// MaxAnswerSize caps the keys' bytes (before armor) of one op=get or
+	// op=hget answer; a get over it is refused with 400.
+	MaxAnswerSize int
 	// CacheSize bounds the answer cache in bytes; negative disables it.
 	CacheSize int64
 	// CacheTTL is the longest a cached answer is served.
@@ -116,6 +128,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHashQueryResponse <= 0 {
 		o.MaxHashQueryResponse = DefaultMaxHashQueryResponse
+	}
+	if o.MaxAnswerSize <= 0 {
+		o.MaxAnswerSize = DefaultMaxAnswerSize
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize

@@ -13,6 +13,8 @@
 package hkp
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -54,24 +56,27 @@ func parseHashQuery(b []byte, maxDigests int) ([][16]byte, error) {
 	return out, nil
 }
 
-// appendHashQueryResponse appends the response for keys to dst, leaving
-// out keys once the packets total more than maxBytes; it returns the
-// number of keys written.
-func appendHashQueryResponse(dst []byte, keys []identity.StoredKey, maxBytes int) ([]byte, int) {
-	n, total := 0, 0
+// hashQueryFit returns how many of keys (by Size) fit in one response of
+// at most maxBytes of packets; the rest are left for the peer to ask again.
+func hashQueryFit(keys []identity.StoredKey, maxBytes int) int {
+	total := 0
 	for i := range keys {
-		if total+len(keys[i].Packets) > maxBytes {
-			break
+		if total+keys[i].Size > maxBytes {
+			return i
 		}
-		total += len(keys[i].Packets)
-		n++
+		total += keys[i].Size
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
-	for i := 0; i < n; i++ {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(keys[i].Packets)))
-		dst = append(dst, keys[i].Packets...)
+	return len(keys)
+}
+
+// hashQueryLength is the length of the response for keys (their Size
+// set), for Content-Length.
+func hashQueryLength(keys []identity.StoredKey) int {
+	n := 4 + 2
+	for i := range keys {
+		n += 4 + keys[i].Size
 	}
-	return append(dst, '\r', '\n'), n
+	return n
 }
 
 // maxHashQueryBody is the request body cap for maxDigests digests.
@@ -101,7 +106,7 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	var keys []identity.StoredKey
 	if len(digests) > 0 {
-		keys, err = h.store.KeysByDigest(r.Context(), digests)
+		keys, err = h.store.KeySizesByDigest(r.Context(), digests)
 		if err != nil {
 			if r.Context().Err() == nil {
 				h.log.Error("hkp: hashquery", "digests", len(digests), "err", err)
@@ -110,17 +115,56 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	size := 6
-	for i := range keys {
-		size += 4 + len(keys[i].Packets)
-	}
-	out, n := appendHashQueryResponse(make([]byte, 0, min(size, h.opts.MaxHashQueryResponse+4*len(keys)+6)), keys, h.opts.MaxHashQueryResponse)
+	n := hashQueryFit(keys, h.opts.MaxHashQueryResponse)
 	if n < len(keys) {
 		h.log.Info("hkp: hashquery answer cut at the size cap", "asked", len(digests), "found", len(keys), "sent", n)
 	}
+	keys = keys[:n]
 	h.metrics.hashQueryKeys(n)
 	w.Header().Set("Content-Type", "application/pgp-keys")
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(hashQueryLength(keys)))
 	w.Header().Set("Cache-Control", "no-store")
-	w.Write(out)
+	if err := writeHashQueryResponse(r.Context(), w, keys, h.store.StreamPackets); err != nil {
+		if r.Context().Err() == nil {
+			h.log.Warn("hkp: hashquery answer cut off", "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// writeHashQueryResponse writes the response for keys (their Size set):
+// the count, each key's length and packets as stream reads them one at a
+// time, then CRLF. A key that changed size or went away since its size
+// was read fails the response (its length is already promised).
+func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []identity.StoredKey, stream func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error) error {
+	fps := make([][]byte, len(keys))
+	for i := range keys {
+		fps[i] = keys[i].Fingerprint
+	}
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(keys)))); err != nil {
+		return err
+	}
+	i := 0
+	err := stream(ctx, fps, func(fp, packets []byte) error {
+		if i >= len(keys) || !bytes.Equal(keys[i].Fingerprint, fp) {
+			return fmt.Errorf("a key went away or changed during the answer (at %X)", fp)
+		}
+		if len(packets) != keys[i].Size {
+			return fmt.Errorf("key %X changed during the answer", fp)
+		}
+		i++
+		if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(packets)))); err != nil {
+			return err
+		}
+		_, err := w.Write(packets)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if i != len(keys) {
+		return fmt.Errorf("%d of %d keys went away during the answer", len(keys)-i, len(keys))
+	}
+	_, err = io.WriteString(w, "\r\n")
+	return err
 }

@@ -2,6 +2,7 @@ package hkp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,12 +72,31 @@ func TestParseHashQueryRejectsMalformedBodies(t *testing.T) {
 }
 
 func TestHashQueryResponseStopsAtSizeCap(t *testing.T) {
-	keys := []identity.StoredKey{{Packets: bytes.Repeat([]byte{1}, 100)}, {Packets: bytes.Repeat([]byte{2}, 100)}, {Packets: bytes.Repeat([]byte{3}, 100)}}
-	out, n := appendHashQueryResponse(nil, keys, 250)
-	if n != 2 {
-		t.Fatalf("%d keys written, want 2", n)
+	packets := map[string][]byte{"a": bytes.Repeat([]byte{1}, 100), "b": bytes.Repeat([]byte{2}, 100), "c": bytes.Repeat([]byte{3}, 100)}
+	var keys []identity.StoredKey
+	for _, fp := range []string{"a", "b", "c"} {
+		keys = append(keys, identity.StoredKey{Fingerprint: []byte(fp), Size: len(packets[fp])})
 	}
-	got := readHashQueryResponse(t, out)
+	n := hashQueryFit(keys, 250)
+	if n != 2 {
+		t.Fatalf("%d keys fit, want 2", n)
+	}
+	stream := func(_ context.Context, fps [][]byte, fn func(fp, packets []byte) error) error {
+		for _, fp := range fps {
+			if err := fn(fp, packets[string(fp)]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var out bytes.Buffer
+	if err := writeHashQueryResponse(context.Background(), &out, keys[:n], stream); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != hashQueryLength(keys[:n]) {
+		t.Errorf("wrote %d bytes, Content-Length says %d", out.Len(), hashQueryLength(keys[:n]))
+	}
+	got := readHashQueryResponse(t, out.Bytes())
 	if len(got) != 2 || got[1][0] != 2 {
 		t.Errorf("response keys %v", got)
 	}

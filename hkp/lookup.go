@@ -5,9 +5,11 @@
 package hkp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -179,14 +181,19 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 	key := l.cacheKey()
 	if a := h.cache.get(key); a != nil {
 		h.metrics.lookup(l.op, "cached")
-		writeAnswer(w, a)
+		writeAnswer(r.Context(), w, a)
 		return
 	}
 	epoch := h.cache.begin()
 	a, fps, outcome := h.answerLookup(r.Context(), l)
 	h.metrics.lookup(l.op, outcome)
 	h.cache.put(epoch, key, a, fps, l.term, l.words)
-	writeAnswer(w, a)
+	if err := writeAnswer(r.Context(), w, a); err != nil && a.stream != nil {
+		if r.Context().Err() == nil {
+			h.log.Error("hkp: streaming an answer", "op", l.op, "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func knownOp(op string) string {
@@ -200,18 +207,25 @@ func knownOp(op string) string {
 // answerLookup computes the answer of a get, index, vindex or hget, the
 // primary fingerprints it holds, and its outcome for metrics.
 func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps []string, outcome string) {
-	var keys []identity.StoredKey
-	var more bool
-	var err error
+	q := l.query
 	if l.op == "hget" {
-		keys, err = h.store.KeysByDigest(ctx, [][16]byte{l.digest})
-	} else {
-		q := l.query
-		q.Limit = h.opts.MaxResults
-		keys, more, err = h.store.FindKeys(ctx, q)
-		if errors.Is(err, identity.ErrTooManyKeys) {
-			keys, more, err = nil, true, nil
-		}
+		q = identity.KeyQuery{Digests: [][16]byte{l.digest}}
+	}
+	q.Limit = h.opts.MaxResults
+	if l.op == "get" || l.op == "hget" {
+		// Keys over streamAbove together are streamed, never held whole;
+		// over MaxAnswerSize, refused before any is read.
+		q.MaxBytes, q.InlineBytes = h.opts.MaxAnswerSize, streamAbove
+	}
+	keys, more, err := h.store.FindKeys(ctx, q)
+	switch {
+	case errors.Is(err, identity.ErrTooManyKeys):
+		keys, more, err = nil, true, nil
+	case errors.Is(err, identity.ErrAnswerTooLarge):
+		msg := fmt.Sprintf("the matching keys are larger than %d MiB together; use a more specific search, such as a fingerprint", h.opts.MaxAnswerSize>>20)
+		a := errorAnswer(http.StatusBadRequest, msg)
+		a.cacheable = true
+		return a, nil, "too_large"
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -245,6 +259,9 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		if more {
 			return h.tooMany(l), fps, "too_many"
 		}
+		if keys[0].Packets == nil {
+			return h.streamedGetAnswer(keys), fps, "found"
+		}
 		return getAnswer(keys), fps, "found"
 	default:
 		a := h.indexAnswer(l, keys, more)
@@ -275,12 +292,17 @@ func errorAnswer(code int, msg string) *answer {
 	}
 }
 
+// streamAbove is the size (of the keys' packets together) above which a
+// get answer is streamed from the store rather than built in memory and
+// cached: one key at the policy's 1 MiB limit is still built whole.
+const streamAbove = 1 << 20
+
 // getAnswer armors keys as one block.
 func getAnswer(keys []identity.StoredKey) *answer {
-	var b strings.Builder
+	var b bytes.Buffer
 	b.Grow(estimateArmored(keys))
 	if err := writeArmoredPackets(&b, keys); err != nil {
-		// Writing to a strings.Builder cannot fail.
+		// Writing to a bytes.Buffer cannot fail.
 		panic(err)
 	}
 	return &answer{
@@ -290,28 +312,56 @@ func getAnswer(keys []identity.StoredKey) *answer {
 			{"Cache-Control", "max-age=300"},
 			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
 		},
-		body:      []byte(b.String()),
+		body:      b.Bytes(),
 		cacheable: true,
+	}
+}
+
+// streamedGetAnswer is the answer to a get whose keys FindKeys left
+// unread: they are armored as they come from the store, one at a time.
+func (h *Handler) streamedGetAnswer(keys []identity.StoredKey) *answer {
+	fps := make([][]byte, len(keys))
+	for i := range keys {
+		fps[i] = keys[i].Fingerprint
+	}
+	return &answer{
+		status:      http.StatusOK,
+		contentType: "application/pgp-keys",
+		header: [][2]string{
+			{"Cache-Control", "max-age=300"},
+			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
+		},
+		stream: func(ctx context.Context, w io.Writer) error {
+			return writeArmoredStream(ctx, w, fps, h.store.StreamPackets)
+		},
 	}
 }
 
 func estimateArmored(keys []identity.StoredKey) int {
 	n := 128
 	for i := range keys {
-		n += len(keys[i].Packets) * 139 / 100
+		n += keys[i].Size * 139 / 100
 	}
 	return n
 }
 
-// writeAnswer sends a.
-func writeAnswer(w http.ResponseWriter, a *answer) {
+// writeAnswer sends a. A streamed answer that fails after its header went
+// out is cut off (the client sees a truncated body, never a short key
+// block that looks whole) and the error returned.
+func writeAnswer(ctx context.Context, w http.ResponseWriter, a *answer) error {
 	hd := w.Header()
 	hd.Set("Content-Type", a.contentType)
-	hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+	if a.stream == nil {
+		hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+	}
 	hd.Set("X-Content-Type-Options", "nosniff")
 	for _, f := range a.header {
 		hd.Set(f[0], f[1])
 	}
 	w.WriteHeader(a.status)
-	w.Write(a.body)
+	if a.stream != nil {
+		return a.stream(ctx, w)
+	}
+	_, err := w.Write(a.body)
+	return err
 }

@@ -19,9 +19,21 @@ type KeyQuery struct {
 	Email string
 	// Words matches keys with a user ID holding every word (lower-cased).
 	Words []string
+	// Digests matches keys by their SKS digests (op=hget).
+	Digests [][16]byte
 	// Limit caps the result; the store returns at most Limit keys and
 	// reports whether more matched. Zero means no limit.
 	Limit int
+	// MaxBytes, when positive, refuses the result (ErrAnswerTooLarge) if
+	// the selected keys' packets together exceed it. The store checks the
+	// sizes it keeps beside the packets, so a refused query reads none.
+	MaxBytes int
+	// InlineBytes bounds the packets the store reads into the result:
+	// zero reads every key's packets; positive reads them only when they
+	// total at most InlineBytes (otherwise StoredKey.Packets is nil and the
+	// caller streams them with StreamPackets); negative reads none.
+	// StoredKey.Size is set either way.
+	InlineBytes int
 }
 
 // StoredKey is a key as the store holds it: the packets Kith serves and
@@ -31,8 +43,11 @@ type StoredKey struct {
 	Fingerprint []byte
 	// Digest is the SKS digest of Packets, the key's recon element.
 	Digest [16]byte
-	// Packets are the key's packets in canonical binary form.
+	// Packets are the key's packets in canonical binary form (nil when
+	// the query's InlineBytes left them out).
 	Packets []byte
+	// Size is len(Packets) as stored, whether or not they were read.
+	Size int
 	// Version, Algorithm, Bits, Curve, Created, Expires and Revoked
 	// describe the primary key; Expires is zero when it never expires.
 	Version   int
@@ -116,3 +131,7 @@ type KeyDigestChange struct {
 // ErrTooManyKeys is returned when a query matches more keys than the
 // caller may receive.
 var ErrTooManyKeys = errors.New("too many keys match")
+
+// ErrAnswerTooLarge is returned when the keys a query selects are larger
+// together than its MaxBytes.
+var ErrAnswerTooLarge = errors.New("the matching keys are too large together")

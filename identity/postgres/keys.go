@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -20,10 +21,6 @@ import (
 // KeyChangesChannel is the NOTIFY channel of key changes. Each payload is
 // "OLD:NEW:FINGERPRINT" in hex, OLD empty for a new key.
 const KeyChangesChannel = "kith_key_changes"
-
-// keyColumns are the columns of keys that StoredKey is read from.
-const keyColumns = `k.id, k.fingerprint, k.digest, k.packets, k.version, k.algorithm, k.bits, k.curve,
-	k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at`
 
 // AddKey merges key, which has been through the policy, into the store:
 // a new key is inserted; a known key is merged with the stored one
@@ -384,13 +381,19 @@ func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.S
 		ids, more, err = s.keyIDs(ctx, `SELECT DISTINCT key_ref FROM user_ids
 			WHERE words @@ plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))`,
 			q.Limit, strings.Join(q.Words, " "))
+	case len(q.Digests) > 0:
+		ds := make([][]byte, len(q.Digests))
+		for i := range q.Digests {
+			ds[i] = q.Digests[i][:]
+		}
+		ids, more, err = s.keyIDs(ctx, `SELECT id FROM keys WHERE digest = ANY($1)`, q.Limit, ds)
 	default:
 		return nil, false, errors.New("postgres: find keys: empty query")
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
 	}
-	keys, err := s.keysByID(ctx, ids)
+	keys, err := s.keysByID(ctx, ids, q.MaxBytes, q.InlineBytes)
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
 	}
@@ -432,19 +435,90 @@ func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]identit
 	if err != nil {
 		return nil, fmt.Errorf("postgres: keys by digest: %w", err)
 	}
-	keys, err := s.keysByID(ctx, ids)
+	keys, err := s.keysByID(ctx, ids, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: keys by digest: %w", err)
 	}
 	return keys, nil
 }
 
-// keysByID loads keys with their user IDs, in the order of ids.
-func (s *Store) keysByID(ctx context.Context, ids []int64) ([]identity.StoredKey, error) {
+// KeySizesByDigest is KeysByDigest without the packets: the keys with
+// their Size, for a caller that picks what fits before streaming them.
+func (s *Store) KeySizesByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error) {
+	ds := make([][]byte, len(digests))
+	for i := range digests {
+		ds[i] = digests[i][:]
+	}
+	rows, err := s.pool.Query(ctx, `SELECT fingerprint, digest, octet_length(packets) FROM keys
+		WHERE digest = ANY($1) ORDER BY id`, ds)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
+	}
+	var out []identity.StoredKey
+	for rows.Next() {
+		var k identity.StoredKey
+		var digest []byte
+		if err := rows.Scan(&k.Fingerprint, &digest, &k.Size); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
+		}
+		copy(k.Digest[:], digest)
+		out = append(out, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
+	}
+	return out, nil
+}
+
+// StreamPackets calls fn with the stored packets of each key whose
+// primary fingerprint is in fps, in the order of fps, reading one key at
+// a time from the server. fn must not keep packets after it returns. Keys
+// the store does not hold are skipped.
+func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerprint, packets []byte) error) error {
+	rows, err := s.pool.Query(ctx, `SELECT k.fingerprint, k.packets
+		FROM unnest($1::bytea[]) WITH ORDINALITY AS f(fp, n) JOIN keys k ON k.fingerprint = f.fp
+		ORDER BY f.n`, fps)
+	if err != nil {
+		return fmt.Errorf("postgres: stream packets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		raw := rows.RawValues()
+		if err := fn(raw[0], raw[1]); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: stream packets: %w", err)
+	}
+	return nil
+}
+
+// keysByID loads keys with their user IDs, in the order of ids. maxBytes
+// and inline are KeyQuery.MaxBytes and InlineBytes: the keys' total size
+// is computed beside the rows, so packets are read only when wanted.
+func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int) ([]identity.StoredKey, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+keyColumns+" FROM keys k WHERE k.id = ANY($1)", ids)
+	// readUpTo: the largest total whose packets are read (-1: none).
+	readUpTo := int64(math.MaxInt64)
+	switch {
+	case inline < 0:
+		readUpTo = -1
+	case inline > 0:
+		readUpTo = int64(inline)
+	}
+	if maxBytes > 0 {
+		readUpTo = min(readUpTo, int64(maxBytes))
+	}
+	rows, err := s.pool.Query(ctx, `SELECT k.id, k.fingerprint, k.digest,
+			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
+			octet_length(k.packets), sum(octet_length(k.packets)) OVER (),
+			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
+		FROM keys k WHERE k.id = ANY($1)`, ids, readUpTo)
 	if err != nil {
 		return nil, err
 	}
@@ -456,10 +530,15 @@ func (s *Store) keysByID(ctx context.Context, ids []int64) ([]identity.StoredKey
 		var version, algo int16
 		var bits int32
 		var expires *time.Time
-		if err := rows.Scan(&id, &k.Fingerprint, &digest, &k.Packets, &version, &algo, &bits, &k.Curve,
+		var total int64
+		if err := rows.Scan(&id, &k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &version, &algo, &bits, &k.Curve,
 			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if maxBytes > 0 && total > int64(maxBytes) {
+			rows.Close()
+			return nil, fmt.Errorf("%w: %d keys of %d bytes, limit %d", identity.ErrAnswerTooLarge, len(ids), total, maxBytes)
 		}
 		copy(k.Digest[:], digest)
 		k.Version, k.Algorithm, k.Bits = int(version), int(algo), int(bits)
