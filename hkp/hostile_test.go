@@ -148,3 +148,15 @@ func TestCertificationFloodCannotEvictAVerifiedCertification(t *testing.T) {
 		t.Errorf("served %d of the flood, want %d (the cap less Bob's)", third, pgp.DefaultMaxCertifications-1)
 	}
 }
+
+// A v3 fingerprint (32 hex digits, MD5) is a fingerprint search, as in SKS:
+// it answers (here 404, no such key), never 400.
+func TestV3FingerprintSearchAnswers(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	for _, op := range []string{"get", "index"} {
+		r := ts.lookup("op=" + op + "&options=mr&search=0x00112233445566778899AABBCCDDEEFF")
+		if r.code != 404 {
+			t.Errorf("op=%s by v3 fingerprint: %d %s, want 404", op, r.code, r.body)
+		}
+	}
+}

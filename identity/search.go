@@ -33,8 +33,8 @@ func badSearch(format string, args ...any) error {
 // ParseKeySearch reads a key search as HKP clients write one, so that
 // every frontend finds the same keys for the same text:
 //
-//   - "0x" and 8, 16, 40 or 64 hex digits: a 32- or 64-bit key ID, a v4 or
-//     v6 fingerprint (of a primary key or a subkey);
+//   - "0x" and 8, 16, 32, 40 or 64 hex digits: a 32- or 64-bit key ID, a
+//     v3, v4 or v6 fingerprint (of a primary key or a subkey);
 //   - 40 or 64 hex digits without "0x", spaces allowed: a fingerprint;
 //   - "alice@example.org" or "<alice@example.org>": that exact email;
 //   - anything else: the words of user IDs (runs of letters and digits),
@@ -52,11 +52,11 @@ func ParseKeySearch(s string) (KeyQuery, error) {
 				return KeyQuery{ShortKeyID: binary.BigEndian.Uint32(b), HasShortKeyID: true}, nil
 			case 8:
 				return KeyQuery{KeyID: binary.BigEndian.Uint64(b)}, nil
-			case 20, 32:
+			case 16, 20, 32: // v3 (MD5), v4, v6 fingerprints
 				return KeyQuery{Fingerprint: b}, nil
 			}
 		}
-		return KeyQuery{}, badSearch("after 0x, give 8, 16, 40 or 64 hex digits (%d given)", len(compact)-2)
+		return KeyQuery{}, badSearch("after 0x, give 8 or 16 hex digits (a key ID) or 32, 40 or 64 (a fingerprint); %d given", len(compact)-2)
 	}
 	if len(compact) == 40 || len(compact) == 64 {
 		if b, err := hex.DecodeString(compact); err == nil {

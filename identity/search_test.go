@@ -15,6 +15,7 @@ func TestParseKeySearchReadsEveryHKPForm(t *testing.T) {
 		{"0xDEADBEEF", func(q KeyQuery) bool { return q.HasShortKeyID && q.ShortKeyID == 0xDEADBEEF }},
 		{"0x0123456789abcdef", func(q KeyQuery) bool { return q.KeyID == 0x0123456789abcdef }},
 		{"0x" + fp40, func(q KeyQuery) bool { return len(q.Fingerprint) == 20 }},
+		{"0x00112233445566778899AABBCCDDEEFF", func(q KeyQuery) bool { return len(q.Fingerprint) == 16 }}, // v3
 		{"0x0123 4567 89AB CDEF 0123  4567 89AB CDEF 0123 4567", func(q KeyQuery) bool { return len(q.Fingerprint) == 20 }},
 		{fp40 + fp40[:24], func(q KeyQuery) bool { return len(q.Fingerprint) == 32 }},
 		{fp40, func(q KeyQuery) bool { return len(q.Fingerprint) == 20 }},
