@@ -160,3 +160,26 @@ func TestV3FingerprintSearchAnswers(t *testing.T) {
 		}
 	}
 }
+
+// SKS parses exact=on and ignores it, and neither SKS nor Hockeypuck puts
+// signatures in a machine-readable vindex (it is the mr index). Kith
+// answers both the same way, so scripts written against them agree.
+func TestExactAndMachineReadableVindexAnswerAsSKS(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	alice := newEntity(t, "Alice Exact", "alice@example.org", 11)
+	ts.mustAdd(armored(t, binaryKey(t, alice)))
+	base := ts.lookup("op=index&options=mr&search=alice")
+	if base.code != 200 || !strings.Contains(base.body, "pub:"+fpHex(alice)) {
+		t.Fatalf("mr index: %d %s", base.code, base.body)
+	}
+	for _, q := range []string{
+		"op=index&options=mr&search=alice&exact=on",
+		"op=index&options=mr,exact&search=alice",
+		"op=vindex&options=mr&search=alice",
+		"op=vindex&options=mr&search=alice&exact=on",
+	} {
+		if r := ts.lookup(q); r.code != base.code || r.body != base.body {
+			t.Errorf("%s: %d\n%s\nwant the mr index:\n%s", q, r.code, r.body, base.body)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (h *Handler) htmlIndex(l *lookup, keys []identity.StoredKey, more bool, now
 		fpr := strings.ToUpper(hex.EncodeToString(k.Fingerprint))
 		hk := htmlKey{
 			Algorithm:   algorithmName(k.Algorithm, k.Bits, k.Curve),
-			KeyID:       keyIDHex(k.Fingerprint, k.Packets),
+			KeyID:       fmt.Sprintf("%016X", k.KeyID),
 			Fingerprint: spacedFingerprint(fpr),
 			Created:     day(k.Created),
 			Expires:     day(k.Expires),
@@ -332,15 +332,6 @@ func algorithmName(algo, bits int, curve string) string {
 		return fmt.Sprintf("%s%d", name, bits)
 	}
 	return name
-}
-
-// keyIDHex returns the primary key's 64-bit key ID in hex.
-func keyIDHex(fp, packets []byte) string {
-	id, ok := keyIDOf(fp, firstPacketBody(packets))
-	if !ok {
-		return "?"
-	}
-	return fmt.Sprintf("%016X", id)
 }
 
 func spacedFingerprint(h string) string {

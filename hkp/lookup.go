@@ -212,10 +212,14 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		q = identity.KeyQuery{Digests: [][16]byte{l.digest}}
 	}
 	q.Limit = h.opts.MaxResults
-	if l.op == "get" || l.op == "hget" {
+	switch l.op {
+	case "get", "hget":
 		// Keys over streamAbove together are streamed, never held whole;
 		// over MaxAnswerSize, refused before any is read.
 		q.MaxBytes, q.InlineBytes = h.opts.MaxAnswerSize, streamAbove
+	case "index":
+		// An index shows what the store keeps beside the packets.
+		q.InlineBytes = -1
 	}
 	keys, more, err := h.store.FindKeys(ctx, q)
 	switch {

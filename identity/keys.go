@@ -48,6 +48,8 @@ type StoredKey struct {
 	Packets []byte
 	// Size is len(Packets) as stored, whether or not they were read.
 	Size int
+	// KeyID is the primary key's 64-bit key ID.
+	KeyID uint64
 	// Version, Algorithm, Bits, Curve, Created, Expires and Revoked
 	// describe the primary key; Expires is zero when it never expires.
 	Version   int

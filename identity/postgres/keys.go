@@ -516,7 +516,7 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT k.id, k.fingerprint, k.digest,
 			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
-			octet_length(k.packets), sum(octet_length(k.packets)) OVER (),
+			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
 			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
 		FROM keys k WHERE k.id = ANY($1)`, ids, readUpTo)
 	if err != nil {
@@ -530,8 +530,8 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 		var version, algo int16
 		var bits int32
 		var expires *time.Time
-		var total int64
-		if err := rows.Scan(&id, &k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &version, &algo, &bits, &k.Curve,
+		var total, longID int64
+		if err := rows.Scan(&id, &k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &longID, &version, &algo, &bits, &k.Curve,
 			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified); err != nil {
 			rows.Close()
 			return nil, err
@@ -541,6 +541,7 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 			return nil, fmt.Errorf("%w: %d keys of %d bytes, limit %d", identity.ErrAnswerTooLarge, len(ids), total, maxBytes)
 		}
 		copy(k.Digest[:], digest)
+		k.KeyID = uint64(longID)
 		k.Version, k.Algorithm, k.Bits = int(version), int(algo), int(bits)
 		if expires != nil {
 			k.Expires = *expires

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -361,4 +362,71 @@ func TestKeyChangesReachAnotherNode(t *testing.T) {
 	}
 	lcancel()
 	<-done
+}
+
+// The sizes the store keeps beside the packets decide what is read: a
+// query over MaxBytes reads no packets and fails; InlineBytes leaves them
+// out when they are larger together (or always, when negative), for the
+// caller to stream; StreamPackets hands them out in the order asked.
+func TestFindKeysReadsPacketsOnlyWhenWanted(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	var batch []*pgp.Key
+	for i := range 3 {
+		batch = append(batch, entityKey(t, newEntity(t, fmt.Sprintf("Sized Key %d <s%d@example.org>", i, i))))
+	}
+	if _, err := s.AddKeys(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, k := range batch {
+		total += len(k.Bytes())
+	}
+	q := identity.KeyQuery{Words: []string{"sized"}, Limit: 10}
+	keys, _, err := s.FindKeys(ctx, q)
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("find: %d keys, %v", len(keys), err)
+	}
+	for _, k := range keys {
+		if k.Packets == nil || k.Size != len(k.Packets) || k.KeyID == 0 {
+			t.Errorf("key %X: %d packet bytes, size %d, key ID %X", k.Fingerprint, len(k.Packets), k.Size, k.KeyID)
+		}
+	}
+
+	q.MaxBytes = total - 1
+	if _, _, err := s.FindKeys(ctx, q); !errors.Is(err, identity.ErrAnswerTooLarge) {
+		t.Errorf("over MaxBytes: %v, want ErrAnswerTooLarge", err)
+	}
+	q.MaxBytes = total
+	for _, c := range []struct {
+		inline int
+		read   bool
+	}{{-1, false}, {total - 1, false}, {total, true}, {0, true}} {
+		q.InlineBytes = c.inline
+		keys, _, err := s.FindKeys(ctx, q)
+		if err != nil || len(keys) != 3 {
+			t.Fatalf("inline %d: %d keys, %v", c.inline, len(keys), err)
+		}
+		for _, k := range keys {
+			if (k.Packets != nil) != c.read || k.Size == 0 {
+				t.Errorf("inline %d: key %X has %d packet bytes (size %d), want read=%v", c.inline, k.Fingerprint, len(k.Packets), k.Size, c.read)
+			}
+		}
+	}
+
+	// Streamed in the order asked, unknown fingerprints skipped.
+	want := [][]byte{batch[2].Fingerprint(), batch[0].Fingerprint()}
+	ask := [][]byte{want[0], bytes.Repeat([]byte{0xee}, 20), want[1]}
+	var got [][]byte
+	err = s.StreamPackets(ctx, ask, func(fp, packets []byte) error {
+		got = append(got, bytes.Clone(fp))
+		k, err := pgp.ParseKey(packets)
+		if err != nil || !bytes.Equal(k.Fingerprint(), fp) {
+			t.Errorf("streamed packets of %X do not parse as that key: %v", fp, err)
+		}
+		return nil
+	})
+	if err != nil || len(got) != 2 || !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[1], want[1]) {
+		t.Errorf("stream: %X, %v; want %X", got, err, want)
+	}
 }
