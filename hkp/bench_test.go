@@ -1,8 +1,15 @@
 package hkp
 
 import (
+	"context"
+	"fmt"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
 // BenchmarkCachedGet measures the handler's own cost for a cached op=get
@@ -25,6 +32,41 @@ func BenchmarkCachedGet(b *testing.B) {
 		for pb.Next() {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
+			if w.Code != 200 {
+				b.Fatal(w.Code)
+			}
+		}
+	})
+}
+
+// BenchmarkUncachedGet measures an op=get the cache cannot answer: every
+// request goes to the store, as a cold lookup does.
+func BenchmarkUncachedGet(b *testing.B) {
+	st := benchStore(b)
+	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
+	keys, err := keygen.TypicalKeys(500, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var targets []string
+	var batch []*pgp.Key
+	for _, raw := range keys {
+		k := mustApply(b, raw)
+		batch = append(batch, k)
+		targets = append(targets, "/pks/lookup?op=get&options=mr&search=0x"+fmt.Sprintf("%X", k.Fingerprint()))
+	}
+	if _, err := st.(interface {
+		AddKeys(context.Context, []*pgp.Key) ([]identity.KeyChange, error)
+	}).AddKeys(b.Context(), batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", targets[n.Add(1)%int64(len(targets))], nil))
 			if w.Code != 200 {
 				b.Fatal(w.Code)
 			}

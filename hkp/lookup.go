@@ -216,7 +216,7 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 	case "get", "hget":
 		// Keys over streamAbove together are streamed, never held whole;
 		// over MaxAnswerSize, refused before any is read.
-		q.MaxBytes, q.InlineBytes = h.opts.MaxAnswerSize, streamAbove
+		q.MaxBytes, q.InlineBytes, q.NoUserIDs = h.opts.MaxAnswerSize, streamAbove, true
 	case "index":
 		// An index shows what the store keeps beside the packets.
 		q.InlineBytes = -1

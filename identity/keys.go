@@ -34,6 +34,9 @@ type KeyQuery struct {
 	// caller streams them with StreamPackets); negative reads none.
 	// StoredKey.Size is set either way.
 	InlineBytes int
+	// NoUserIDs leaves StoredKey.UserIDs empty, for a caller that needs
+	// only the packets (op=get).
+	NoUserIDs bool
 }
 
 // StoredKey is a key as the store holds it: the packets Kith serves and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -359,87 +360,51 @@ func notifyChanges(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 }
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and
-// whether more matched.
+// whether more matched, in one round trip to the server (two when user IDs
+// are wanted).
 func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
-	var ids []int64
-	var more bool
-	var err error
+	var sel string
+	var arg any
 	switch {
 	case len(q.Fingerprint) > 0:
-		ids, more, err = s.keyIDs(ctx, `SELECT id FROM keys WHERE fingerprint = $1
-			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`, q.Limit, q.Fingerprint)
+		sel, arg = `SELECT id FROM keys WHERE fingerprint = $1
+			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`, q.Fingerprint
 	case q.KeyID != 0:
-		ids, more, err = s.keyIDs(ctx, `SELECT id FROM keys WHERE long_id = $1
-			UNION SELECT key_ref FROM subkeys WHERE long_id = $1`, q.Limit, int64(q.KeyID))
+		sel, arg = `SELECT id FROM keys WHERE long_id = $1
+			UNION SELECT key_ref FROM subkeys WHERE long_id = $1`, int64(q.KeyID)
 	case q.HasShortKeyID:
-		ids, more, err = s.keyIDs(ctx, `SELECT id FROM keys WHERE short_id = $1
-			UNION SELECT key_ref FROM subkeys WHERE short_id = $1`, q.Limit, int32(q.ShortKeyID))
+		sel, arg = `SELECT id FROM keys WHERE short_id = $1
+			UNION SELECT key_ref FROM subkeys WHERE short_id = $1`, int32(q.ShortKeyID)
 	case q.Email != "":
-		ids, more, err = s.keyIDs(ctx, `SELECT DISTINCT key_ref FROM user_ids WHERE email = $1`,
-			q.Limit, strings.ToLower(q.Email))
+		sel, arg = `SELECT DISTINCT key_ref FROM user_ids WHERE email = $1`, strings.ToLower(q.Email)
 	case len(q.Words) > 0:
-		ids, more, err = s.keyIDs(ctx, `SELECT DISTINCT key_ref FROM user_ids
+		sel, arg = `SELECT DISTINCT key_ref FROM user_ids
 			WHERE words @@ plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))`,
-			q.Limit, strings.Join(q.Words, " "))
+			strings.Join(q.Words, " ")
 	case len(q.Digests) > 0:
 		ds := make([][]byte, len(q.Digests))
 		for i := range q.Digests {
 			ds[i] = q.Digests[i][:]
 		}
-		ids, more, err = s.keyIDs(ctx, `SELECT id FROM keys WHERE digest = ANY($1)`, q.Limit, ds)
+		sel, arg = `SELECT id FROM keys WHERE digest = ANY($1)`, ds
 	default:
 		return nil, false, errors.New("postgres: find keys: empty query")
 	}
+	keys, err := s.readKeys(ctx, sel, arg, q)
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
 	}
-	keys, err := s.keysByID(ctx, ids, q.MaxBytes, q.InlineBytes)
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
+	if q.Limit > 0 && len(keys) > q.Limit {
+		return keys[:q.Limit], true, nil
 	}
-	return keys, more, nil
-}
-
-// keyIDs runs a query yielding key ids, capped at limit (0: no cap), and
-// reports whether more matched.
-func (s *Store) keyIDs(ctx context.Context, query string, limit int, arg any) ([]int64, bool, error) {
-	if limit > 0 {
-		query = fmt.Sprintf("SELECT id FROM (%s) AS m(id) ORDER BY id LIMIT %d", query, limit+1)
-	}
-	rows, err := s.pool.Query(ctx, query, arg)
-	if err != nil {
-		return nil, false, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, false, err
-	}
-	if limit > 0 && len(ids) > limit {
-		return ids[:limit], true, nil
-	}
-	return ids, false, nil
+	return keys, false, nil
 }
 
 // KeysByDigest returns the stored keys with the given SKS digests; digests
 // the store does not hold are skipped.
 func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error) {
-	ds := make([][]byte, len(digests))
-	for i := range digests {
-		ds[i] = digests[i][:]
-	}
-	rows, err := s.pool.Query(ctx, "SELECT id FROM keys WHERE digest = ANY($1) ORDER BY id", ds)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: keys by digest: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("postgres: keys by digest: %w", err)
-	}
-	keys, err := s.keysByID(ctx, ids, 0, 0)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: keys by digest: %w", err)
-	}
-	return keys, nil
+	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Digests: digests})
+	return keys, err
 }
 
 // KeySizesByDigest is KeysByDigest without the packets: the keys with
@@ -496,33 +461,37 @@ func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerp
 	return nil
 }
 
-// keysByID loads keys with their user IDs, in the order of ids. maxBytes
-// and inline are KeyQuery.MaxBytes and InlineBytes: the keys' total size
-// is computed beside the rows, so packets are read only when wanted.
-func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int) ([]identity.StoredKey, error) {
-	if len(ids) == 0 {
-		return nil, nil
+// readKeys reads the keys whose ids the query sel (over $1 = arg)
+// yields, at most q.Limit+1 of them, in id order. q.MaxBytes and
+// q.InlineBytes are applied to the keys' total size, computed beside the
+// rows, so packets are read only when wanted.
+func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.KeyQuery) ([]identity.StoredKey, error) {
+	limit := "ALL"
+	if q.Limit > 0 {
+		limit = strconv.Itoa(q.Limit + 1)
 	}
 	// readUpTo: the largest total whose packets are read (-1: none).
 	readUpTo := int64(math.MaxInt64)
 	switch {
-	case inline < 0:
+	case q.InlineBytes < 0:
 		readUpTo = -1
-	case inline > 0:
-		readUpTo = int64(inline)
+	case q.InlineBytes > 0:
+		readUpTo = int64(q.InlineBytes)
 	}
-	if maxBytes > 0 {
-		readUpTo = min(readUpTo, int64(maxBytes))
+	if q.MaxBytes > 0 {
+		readUpTo = min(readUpTo, int64(q.MaxBytes))
 	}
-	rows, err := s.pool.Query(ctx, `SELECT k.id, k.fingerprint, k.digest,
+	rows, err := s.pool.Query(ctx, `WITH m(id) AS (SELECT id FROM (`+sel+`) AS s(id) ORDER BY id LIMIT `+limit+`)
+		SELECT k.id, k.fingerprint, k.digest,
 			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
 			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
 			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
-		FROM keys k WHERE k.id = ANY($1)`, ids, readUpTo)
+		FROM keys k JOIN m ON k.id = m.id ORDER BY k.id`, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[int64]*identity.StoredKey{}
+	var keys []identity.StoredKey
+	var ids []int64
 	for rows.Next() {
 		var k identity.StoredKey
 		var id int64
@@ -536,9 +505,9 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 			rows.Close()
 			return nil, err
 		}
-		if maxBytes > 0 && total > int64(maxBytes) {
+		if q.MaxBytes > 0 && total > int64(q.MaxBytes) {
 			rows.Close()
-			return nil, fmt.Errorf("%w: %d keys of %d bytes, limit %d", identity.ErrAnswerTooLarge, len(ids), total, maxBytes)
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", identity.ErrAnswerTooLarge, total, q.MaxBytes)
 		}
 		copy(k.Digest[:], digest)
 		k.KeyID = uint64(longID)
@@ -546,23 +515,31 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 		if expires != nil {
 			k.Expires = *expires
 		}
-		byID[id] = &k
+		keys = append(keys, k)
+		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if len(keys) == 0 || q.NoUserIDs {
+		return keys, nil
+	}
+	at := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
 	}
 	urows, err := s.pool.Query(ctx, `SELECT key_ref, uid, email, created_at, expires_at, revoked, is_primary
 		FROM user_ids WHERE key_ref = ANY($1) ORDER BY key_ref, position`, ids)
 	if err != nil {
 		return nil, err
 	}
+	defer urows.Close()
 	for urows.Next() {
 		var ref int64
 		var u identity.StoredUserID
 		var created, expires *time.Time
 		if err := urows.Scan(&ref, &u.Text, &u.Email, &created, &expires, &u.Revoked, &u.Primary); err != nil {
-			urows.Close()
 			return nil, err
 		}
 		if created != nil {
@@ -571,21 +548,14 @@ func (s *Store) keysByID(ctx context.Context, ids []int64, maxBytes, inline int)
 		if expires != nil {
 			u.Expires = *expires
 		}
-		if k := byID[ref]; k != nil {
-			k.UserIDs = append(k.UserIDs, u)
+		if i, ok := at[ref]; ok {
+			keys[i].UserIDs = append(keys[i].UserIDs, u)
 		}
 	}
-	urows.Close()
 	if err := urows.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]identity.StoredKey, 0, len(ids))
-	for _, id := range ids {
-		if k := byID[id]; k != nil {
-			out = append(out, *k)
-		}
-	}
-	return out, nil
+	return keys, nil
 }
 
 // KeyStats counts the stored keys and the keys added and changed on each
