@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -69,6 +71,42 @@ func BenchmarkUncachedGet(b *testing.B) {
 			h.ServeHTTP(w, httptest.NewRequest("GET", targets[n.Add(1)%int64(len(targets))], nil))
 			if w.Code != 200 {
 				b.Fatal(w.Code)
+			}
+		}
+	})
+}
+
+// BenchmarkUncachedIndex measures a machine-readable index by words (what
+// gpg --search-keys asks) that the cache cannot answer.
+func BenchmarkUncachedIndex(b *testing.B) {
+	st := benchStore(b)
+	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
+	keys, err := keygen.TypicalKeys(500, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var targets []string
+	var batch []*pgp.Key
+	for _, raw := range keys {
+		k := mustApply(b, raw)
+		batch = append(batch, k)
+		name, _, _ := strings.Cut(k.Describe().UserIDs[0].Text, " <")
+		targets = append(targets, "/pks/lookup?op=index&options=mr&search="+url.QueryEscape(name))
+	}
+	if _, err := st.(interface {
+		AddKeys(context.Context, []*pgp.Key) ([]identity.KeyChange, error)
+	}).AddKeys(b.Context(), batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", targets[n.Add(1)%int64(len(targets))], nil))
+			if w.Code != 200 {
+				b.Fatal(w.Code, w.Body.String())
 			}
 		}
 	})

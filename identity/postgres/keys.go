@@ -360,8 +360,7 @@ func notifyChanges(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 }
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and
-// whether more matched, in one round trip to the server (two when user IDs
-// are wanted).
+// whether more matched, in one round trip to the server.
 func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
 	var sel string
 	var arg any
@@ -462,7 +461,8 @@ func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerp
 }
 
 // readKeys reads the keys whose ids the query sel (over $1 = arg)
-// yields, at most q.Limit+1 of them, in id order. q.MaxBytes and
+// yields, at most q.Limit+1 of them, in id order, with their user IDs
+// (unless q.NoUserIDs), in one statement. q.MaxBytes and
 // q.InlineBytes are applied to the keys' total size, computed beside the
 // rows, so packets are read only when wanted.
 func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.KeyQuery) ([]identity.StoredKey, error) {
@@ -481,27 +481,44 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 	if q.MaxBytes > 0 {
 		readUpTo = min(readUpTo, int64(q.MaxBytes))
 	}
+	// The user IDs come in the same row, as parallel arrays in position
+	// order, unless the caller wants none.
+	uids, uidJoin := "", ""
+	if !q.NoUserIDs {
+		uids = ", u.texts, u.emails, u.created, u.expires, u.revoked, u.is_primary"
+		uidJoin = `LEFT JOIN LATERAL (SELECT array_agg(uid ORDER BY position) AS texts,
+				array_agg(email ORDER BY position) AS emails, array_agg(created_at ORDER BY position) AS created,
+				array_agg(expires_at ORDER BY position) AS expires, array_agg(revoked ORDER BY position) AS revoked,
+				array_agg(is_primary ORDER BY position) AS is_primary
+			FROM user_ids WHERE key_ref = k.id) u ON true`
+	}
 	rows, err := s.pool.Query(ctx, `WITH m(id) AS (SELECT id FROM (`+sel+`) AS s(id) ORDER BY id LIMIT `+limit+`)
-		SELECT k.id, k.fingerprint, k.digest,
+		SELECT k.fingerprint, k.digest,
 			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
 			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
 			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
-		FROM keys k JOIN m ON k.id = m.id ORDER BY k.id`, arg, readUpTo)
+			`+uids+`
+		FROM keys k JOIN m ON k.id = m.id `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}
 	var keys []identity.StoredKey
-	var ids []int64
 	for rows.Next() {
 		var k identity.StoredKey
-		var id int64
 		var digest []byte
 		var version, algo int16
 		var bits int32
 		var expires *time.Time
 		var total, longID int64
-		if err := rows.Scan(&id, &k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &longID, &version, &algo, &bits, &k.Curve,
-			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified); err != nil {
+		var texts, emails []string
+		var uCreated, uExpires []*time.Time
+		var uRevoked, uPrimary []bool
+		dest := []any{&k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &longID, &version, &algo, &bits, &k.Curve,
+			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified}
+		if !q.NoUserIDs {
+			dest = append(dest, &texts, &emails, &uCreated, &uExpires, &uRevoked, &uPrimary)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -515,44 +532,23 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 		if expires != nil {
 			k.Expires = *expires
 		}
+		if n := len(texts); n > 0 && len(emails) == n && len(uCreated) == n && len(uExpires) == n && len(uRevoked) == n && len(uPrimary) == n {
+			k.UserIDs = make([]identity.StoredUserID, n)
+			for i := range n {
+				u := identity.StoredUserID{Text: texts[i], Email: emails[i], Revoked: uRevoked[i], Primary: uPrimary[i]}
+				if uCreated[i] != nil {
+					u.Created = *uCreated[i]
+				}
+				if uExpires[i] != nil {
+					u.Expires = *uExpires[i]
+				}
+				k.UserIDs[i] = u
+			}
+		}
 		keys = append(keys, k)
-		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 || q.NoUserIDs {
-		return keys, nil
-	}
-	at := make(map[int64]int, len(ids))
-	for i, id := range ids {
-		at[id] = i
-	}
-	urows, err := s.pool.Query(ctx, `SELECT key_ref, uid, email, created_at, expires_at, revoked, is_primary
-		FROM user_ids WHERE key_ref = ANY($1) ORDER BY key_ref, position`, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer urows.Close()
-	for urows.Next() {
-		var ref int64
-		var u identity.StoredUserID
-		var created, expires *time.Time
-		if err := urows.Scan(&ref, &u.Text, &u.Email, &created, &expires, &u.Revoked, &u.Primary); err != nil {
-			return nil, err
-		}
-		if created != nil {
-			u.Created = *created
-		}
-		if expires != nil {
-			u.Expires = *expires
-		}
-		if i, ok := at[ref]; ok {
-			keys[i].UserIDs = append(keys[i].UserIDs, u)
-		}
-	}
-	if err := urows.Err(); err != nil {
 		return nil, err
 	}
 	return keys, nil
