@@ -111,3 +111,33 @@ func BenchmarkUncachedIndex(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAddNewKeys measures POST /pks/add of keys the store does not
+// hold yet, as concurrent gpg --send-keys of new keys do.
+func BenchmarkAddNewKeys(b *testing.B) {
+	st := benchStore(b)
+	h := NewHandler(st, Options{Logger: quietLogger()})
+	keys, err := keygen.TypicalKeys(max(b.N, 1), 11)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bodies := make([]string, len(keys))
+	for i, k := range keys {
+		bodies[i] = armored(b, k)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1) - 1
+			req := httptest.NewRequest("POST", "/pks/add", strings.NewReader(url.Values{"keytext": {bodies[i%int64(len(bodies))]}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != 200 {
+				b.Fatal(w.Code, w.Body.String())
+			}
+		}
+	})
+}

@@ -132,22 +132,21 @@ func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 // fingerprints) that an identity names, asking the store once which
 // those are, so that a bulk load pays one query per batch.
 func (s *Service) SyncKeys(ctx context.Context, fps [][]byte) error {
-	linked, err := s.store.LinkedKeys(ctx)
+	values := make([]string, len(fps))
+	for i, fp := range fps {
+		values[i] = PGPFactor(fp).Value
+	}
+	linked, err := s.store.LinkedKeys(ctx, values)
 	if err != nil {
 		return fmt.Errorf("identity: sync keys: %w", err)
 	}
-	if len(linked) == 0 {
-		return nil
-	}
-	named := make(map[string]bool, len(linked))
-	for _, f := range linked {
-		named[f.Value] = true
-	}
 	var errs []error
-	for _, fp := range fps {
-		if named[PGPFactor(fp).Value] {
-			errs = append(errs, s.SyncKey(ctx, fp))
+	for _, f := range linked {
+		fp, err := hex.DecodeString(f.Value)
+		if err != nil {
+			return fmt.Errorf("identity: sync keys: %w", err)
 		}
+		errs = append(errs, s.SyncKey(ctx, fp))
 	}
 	return errors.Join(errs...)
 }
@@ -157,7 +156,7 @@ func (s *Service) SyncKeys(ctx context.Context, fps [][]byte) error {
 // idle store, a crash between a key write and its sync) are caught up.
 // It returns how many keys it synced.
 func (s *Service) SyncLinkedKeys(ctx context.Context) (int, error) {
-	fs, err := s.store.LinkedKeys(ctx)
+	fs, err := s.store.LinkedKeys(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("identity: sync linked keys: %w", err)
 	}

@@ -55,9 +55,10 @@ type Tx interface {
 type Store interface {
 	IdentityReader
 	LogReader
-	// LinkedKeys returns every OpenPGP key factor that an identity's
-	// records name.
-	LinkedKeys(ctx context.Context) ([]Factor, error)
+	// LinkedKeys returns the OpenPGP key factors that an identity's
+	// records name: among those whose values are in among, or all of
+	// them when among is nil.
+	LinkedKeys(ctx context.Context, among []string) ([]Factor, error)
 	// SaveChallenge stores an issued challenge, to be answered once.
 	SaveChallenge(ctx context.Context, c *Challenge) error
 	// Update runs fn in one transaction holding the log's append lock:

@@ -241,11 +241,17 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evi
 }
 
 // LinkedKeys returns, sorted by fingerprint, the OpenPGP key factors
-// that an identity's records name (as From or To).
-func (s *Store) LinkedKeys(ctx context.Context) ([]identity.Factor, error) {
+// that an identity's records name (as From or To), among the values in
+// among (nil: all).
+func (s *Store) LinkedKeys(ctx context.Context, among []string) ([]identity.Factor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	seen := map[string]bool{}
+	if among != nil {
+		for _, v := range among {
+			seen[v] = false
+		}
+	}
 	var out []identity.Factor
 	for i := range s.log {
 		e := &s.log[i]
@@ -253,7 +259,8 @@ func (s *Store) LinkedKeys(ctx context.Context) ([]identity.Factor, error) {
 			continue
 		}
 		for _, f := range []identity.Factor{e.From, e.To} {
-			if f.Kind == identity.KindPGP && !seen[f.Value] {
+			done, wanted := seen[f.Value]
+			if f.Kind == identity.KindPGP && !done && (among == nil || wanted) {
 				seen[f.Value] = true
 				out = append(out, identity.Factor{Kind: identity.KindPGP, Value: f.Value})
 			}

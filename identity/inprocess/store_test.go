@@ -173,7 +173,7 @@ func TestReadsFollowPostgres(t *testing.T) {
 	if len(kr) != 2 || kr[0].Seq != 2 || kr[1].Seq != 5 {
 		t.Errorf("key records %v", kr)
 	}
-	lk, _ := st.LinkedKeys(ctx)
+	lk, _ := st.LinkedKeys(ctx, nil)
 	if len(lk) != 1 || lk[0].Value != "AB" {
 		t.Errorf("linked keys %v", lk)
 	}

@@ -205,11 +205,13 @@ func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) 
 	return c, nil
 }
 
-// LinkedKeys returns the OpenPGP key factors an identity's records name.
-func (s *Store) LinkedKeys(ctx context.Context) ([]identity.Factor, error) {
-	rows, err := s.pool.Query(ctx, `SELECT f.value FROM factors f WHERE f.kind = 'pgp' AND EXISTS (
+// LinkedKeys returns the OpenPGP key factors an identity's records name,
+// among the values in among (nil: all).
+func (s *Store) LinkedKeys(ctx context.Context, among []string) ([]identity.Factor, error) {
+	rows, err := s.pool.Query(ctx, `SELECT f.value FROM factors f WHERE f.kind = 'pgp'
+		AND ($1::text[] IS NULL OR f.value = ANY($1)) AND EXISTS (
 			SELECT 1 FROM evidence e WHERE e.identity_id IS NOT NULL AND (e.from_factor = f.id OR e.to_factor = f.id)
-		) ORDER BY f.value`)
+		) ORDER BY f.value`, among)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: linked keys: %w", err)
 	}

@@ -211,36 +211,94 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 	return out, nil
 }
 
-// insertKeys inserts new keys through COPY into a staging table, so that a
-// batch costs a few round trips whatever its size, and fills in their ids.
+// smallBatch is the most keys a write sends as INSERTs of unnested
+// arrays, in one round trip per table; larger batches (bulk loads) go
+// through COPY, whose staging and type lookups cost more round trips but
+// less per key.
+const smallBatch = 64
+
+// keyColumns are the columns insertKeys writes, and keyColumnTypes their
+// types.
+var (
+	keyColumns = []string{"fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
+		"created_at", "expires_at", "revoked", "packets"}
+	keyColumnTypes = []string{"bytea", "int2", "int8", "int4", "bytea", "int2", "int4", "text",
+		"timestamptz", "timestamptz", "bool", "bytea"}
+)
+
+// keyRow is a pending key as a keys row, in keyColumns order.
+func keyRow(p *pendingKey) []any {
+	d := p.key.Describe()
+	digest := p.key.Digest()
+	return []any{p.fp, int16(d.Version), int64(d.KeyID), int32(d.KeyID32()), digest[:],
+		int16(d.Algorithm), int32(d.Bits), d.Curve, d.Created, nullTime(d.Expires), d.Revoked, p.key.Bytes()}
+}
+
+// unnestInsert is an INSERT of rows into table as unnested column
+// arrays, with its arguments.
+func unnestInsert(table string, cols, types []string, rows [][]any, suffix string) (string, []any) {
+	args := make([]any, len(cols))
+	casts := make([]string, len(cols))
+	for c := range cols {
+		col := make([]any, len(rows))
+		for r := range rows {
+			col[r] = rows[r][c]
+		}
+		args[c] = col
+		casts[c] = fmt.Sprintf("$%d::%s[]", c+1, types[c])
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") SELECT * FROM unnest(" +
+		strings.Join(casts, ", ") + ") " + suffix, args
+}
+
+// insertKeys inserts new keys and fills in their ids: a small batch as
+// one INSERT, a large one through COPY into a staging table, so that a
+// batch costs a few round trips whatever its size.
 func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
+	}
+	if len(ps) <= smallBatch {
+		rows := make([][]any, len(ps))
+		for i, p := range ps {
+			rows[i] = keyRow(p)
+		}
+		sql, args := unnestInsert("keys", keyColumns, keyColumnTypes, rows, "ON CONFLICT DO NOTHING RETURNING id, fingerprint")
+		res, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("insert keys: %w", err)
+		}
+		return readInsertedIDs(res, ps)
 	}
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS stage_keys
 		(LIKE keys INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 		return fmt.Errorf("staging table: %w", err)
 	}
-	cols := []string{"id", "fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
-		"created_at", "expires_at", "revoked", "packets"}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
-		d := p.key.Describe()
-		digest := p.key.Digest()
-		rows[i] = []any{int64(i), p.fp, int16(d.Version), int64(d.KeyID), int32(d.KeyID32()), digest[:],
-			int16(d.Algorithm), int32(d.Bits), d.Curve, d.Created, nullTime(d.Expires), d.Revoked, p.key.Bytes()}
+		rows[i] = append([]any{int64(i)}, keyRow(p)...)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"stage_keys"}, cols, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"stage_keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("copy keys: %w", err)
 	}
-	res, err := tx.Query(ctx, `INSERT INTO keys (fingerprint, version, long_id, short_id, digest, algorithm, bits, curve,
-			created_at, expires_at, revoked, packets)
-		SELECT fingerprint, version, long_id, short_id, digest, algorithm, bits, curve,
-			created_at, expires_at, revoked, packets FROM stage_keys ORDER BY id
+	cols := strings.Join(keyColumns, ", ")
+	res, err := tx.Query(ctx, `INSERT INTO keys (`+cols+`) SELECT `+cols+` FROM stage_keys ORDER BY id
 		ON CONFLICT DO NOTHING RETURNING id, fingerprint`)
 	if err != nil {
 		return fmt.Errorf("insert keys: %w", err)
 	}
+	if err := readInsertedIDs(res, ps); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "TRUNCATE stage_keys"); err != nil {
+		return fmt.Errorf("clear staging table: %w", err)
+	}
+	return nil
+}
+
+// readInsertedIDs reads an INSERT's RETURNING id, fingerprint into ps; a
+// key it did not insert lost a race with another writer.
+func readInsertedIDs(res pgx.Rows, ps []*pendingKey) error {
 	ids := map[string]int64{}
 	for res.Next() {
 		var id int64
@@ -261,9 +319,6 @@ func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 			return errInsertRace
 		}
 		p.id = id
-	}
-	if _, err := tx.Exec(ctx, "TRUNCATE stage_keys"); err != nil {
-		return fmt.Errorf("clear staging table: %w", err)
 	}
 	return nil
 }
@@ -293,7 +348,8 @@ func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	return nil
 }
 
-// writeComponents writes the user IDs and subkeys of keys through COPY.
+// writeComponents writes the user IDs and subkeys of keys: for a small
+// batch as INSERTs in one round trip, for a large one through COPY.
 func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	var uids, subs [][]any
 	for _, p := range ps {
@@ -308,18 +364,37 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 				sk.Capabilities.Sign, sk.Capabilities.Encrypt, sk.Capabilities.Authenticate})
 		}
 	}
+	subs = dedupeSubkeys(subs)
+	uidCols := []string{"key_ref", "position", "uid", "email", "created_at", "expires_at", "revoked", "is_primary"}
+	subCols := []string{"key_ref", "fingerprint", "long_id", "short_id", "algorithm", "bits", "curve",
+		"created_at", "expires_at", "revoked", "can_sign", "can_encrypt", "can_authenticate"}
+	if len(ps) <= smallBatch {
+		batch := &pgx.Batch{}
+		if len(uids) > 0 {
+			sql, args := unnestInsert("user_ids", uidCols,
+				[]string{"int8", "int4", "text", "text", "timestamptz", "timestamptz", "bool", "bool"}, uids, "")
+			batch.Queue(sql, args...)
+		}
+		if len(subs) > 0 {
+			sql, args := unnestInsert("subkeys", subCols,
+				[]string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}, subs, "")
+			batch.Queue(sql, args...)
+		}
+		if batch.Len() == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("insert user IDs and subkeys: %w", err)
+		}
+		return nil
+	}
 	if len(uids) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"},
-			[]string{"key_ref", "position", "uid", "email", "created_at", "expires_at", "revoked", "is_primary"},
-			pgx.CopyFromRows(uids)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"}, uidCols, pgx.CopyFromRows(uids)); err != nil {
 			return fmt.Errorf("copy user IDs: %w", err)
 		}
 	}
 	if len(subs) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"},
-			[]string{"key_ref", "fingerprint", "long_id", "short_id", "algorithm", "bits", "curve",
-				"created_at", "expires_at", "revoked", "can_sign", "can_encrypt", "can_authenticate"},
-			pgx.CopyFromRows(dedupeSubkeys(subs))); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subCols, pgx.CopyFromRows(subs)); err != nil {
 			return fmt.Errorf("copy subkeys: %w", err)
 		}
 	}
