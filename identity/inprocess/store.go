@@ -247,10 +247,8 @@ func (s *Store) LinkedKeys(ctx context.Context, among []string) ([]identity.Fact
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	seen := map[string]bool{}
-	if among != nil {
-		for _, v := range among {
-			seen[v] = false
-		}
+	for _, v := range among {
+		seen[v] = false
 	}
 	var out []identity.Factor
 	for i := range s.log {
