@@ -5,7 +5,9 @@
 package hkp
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -176,6 +178,12 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 		h.serveStats(w, r, l)
 		return
 	}
+	if h.opts.VerifiedEmails != nil && l.query.Email != "" && l.op != "hget" {
+		a, _, outcome := h.answerLookup(r.Context(), l)
+		h.metrics.lookup(l.op, outcome)
+		writeAnswer(w, a)
+		return
+	}
 	key := l.cacheKey()
 	if a := h.cache.get(key); a != nil {
 		h.metrics.lookup(l.op, "cached")
@@ -203,9 +211,12 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 	var keys []identity.StoredKey
 	var more bool
 	var err error
-	if l.op == "hget" {
+	switch {
+	case l.op == "hget":
 		keys, err = h.store.KeysByDigest(ctx, [][16]byte{l.digest})
-	} else {
+	case h.opts.VerifiedEmails != nil && l.query.Email != "":
+		keys, more, err = h.verifiedEmailKeys(ctx, l.query.Email)
+	default:
 		q := l.query
 		q.Limit = h.opts.MaxResults
 		keys, more, err = h.store.FindKeys(ctx, q)
@@ -253,6 +264,36 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		}
 		return a, fps, "found"
 	}
+}
+
+// verifiedEmailKeys returns the keys for which email is verified by mail,
+// at most MaxResults of them.
+func (h *Handler) verifiedEmailKeys(ctx context.Context, email string) ([]identity.StoredKey, bool, error) {
+	fps, err := h.opts.VerifiedEmails.VerifiedKeys(ctx, email)
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(fps) > h.opts.MaxResults
+	if more {
+		fps = fps[:h.opts.MaxResults]
+	}
+	var keys []identity.StoredKey
+	for _, f := range fps {
+		fp, err := hex.DecodeString(f.Value)
+		if err != nil {
+			continue
+		}
+		ks, _, err := h.store.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 1})
+		if err != nil {
+			return nil, false, err
+		}
+		for _, k := range ks {
+			if bytes.Equal(k.Fingerprint, fp) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys, more, nil
 }
 
 // tooMany is the answer to a get that matches more keys than MaxResults.
