@@ -198,6 +198,16 @@ func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 	return nil
 }
 
+// PendingEmails returns which of the addresses have a verify link out
+// for the key (mailed, not yet followed, not expired).
+func (s *Service) PendingEmails(ctx context.Context, key Factor, emails []string) ([]string, error) {
+	out, err := s.store.PendingEmails(ctx, key, emails, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("identity: pending emails of %s: %w", key.Value, err)
+	}
+	return out, nil
+}
+
 // checkKeyCarries refuses unless the stored key carries a valid
 // self-signed user ID with the address.
 func (s *Service) checkKeyCarries(ctx context.Context, key, email Factor) error {

@@ -76,6 +76,9 @@ type Store interface {
 	// DeleteEmailToken forgets the link with the token hash (its mail
 	// could not be sent).
 	DeleteEmailToken(ctx context.Context, hash []byte) error
+	// PendingEmails returns which of emails have a verify link for the
+	// key that is neither used nor expired at now.
+	PendingEmails(ctx context.Context, key Factor, emails []string, now time.Time) ([]string, error)
 }
 
 // Verifier checks signatures and reads keys; it is how this package

@@ -30,6 +30,7 @@ type Keys interface {
 type Emails interface {
 	RequestEmail(ctx context.Context, req identity.EmailRequest) error
 	ConfirmEmail(ctx context.Context, key identity.Factor, token string) (identity.EmailConfirmation, error)
+	PendingEmails(ctx context.Context, key identity.Factor, emails []string) ([]string, error)
 }
 
 // The handler's limits.

@@ -95,7 +95,8 @@ type mailRequest struct {
 
 // serveRequestVerify answers POST /vks/v1/request-verify: a mail to each
 // named address of the uploaded key, unless it is verified already or a
-// mail for it went out within identity.EmailWindow (both: no mail).
+// mail for it went out within identity.EmailWindow (both: no mail; a
+// link still out after the window may be mailed again).
 func (h *Handler) serveRequestVerify(w http.ResponseWriter, r *http.Request) {
 	h.serveMailRequest(w, r, identity.EmailVerify)
 }
@@ -158,8 +159,8 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 	key := identity.PGPFactor(fp)
 	for _, addr := range addrs {
 		st := resp.Status[addr]
-		if action == identity.EmailVerify && st != StatusUnpublished {
-			continue // published, revoked or pending: nothing to mail
+		if action == identity.EmailVerify && st != StatusUnpublished && st != StatusPending {
+			continue // published or revoked: nothing to mail
 		}
 		if action == identity.EmailWithdraw && st != StatusPublished {
 			continue
@@ -222,6 +223,21 @@ func (h *Handler) response(r *http.Request, fp []byte) (Response, *identity.Stor
 		}
 		if old, ok := resp.Status[u.Email]; !ok || old == StatusRevoked {
 			resp.Status[u.Email] = st
+		}
+	}
+	var unpublished []string
+	for e, st := range resp.Status {
+		if st == StatusUnpublished {
+			unpublished = append(unpublished, e)
+		}
+	}
+	if len(unpublished) > 0 {
+		pending, err := h.emails.PendingEmails(r.Context(), identity.PGPFactor(fp), unpublished)
+		if err != nil {
+			return resp, nil, err
+		}
+		for _, e := range pending {
+			resp.Status[e] = StatusPending
 		}
 	}
 	return resp, &stored[0], nil

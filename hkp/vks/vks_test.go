@@ -215,6 +215,9 @@ func TestVerifyFlowServesOnlyVerifiedAddresses(t *testing.T) {
 		t.Fatalf("request-verify: %d %s", code, body)
 	}
 	link := e.link("alice@example.org")
+	if r := e.upload(key); r.Status["alice@example.org"] != vks.StatusPending || r.Status["alice@work.example"] != vks.StatusUnpublished {
+		t.Errorf("status while the mail is out %+v", r.Status)
+	}
 	if code, page := e.do("GET", link, ""); code != 200 || !strings.Contains(page, "<form method=\"post\">") {
 		t.Fatalf("link page: %d %s", code, page)
 	}

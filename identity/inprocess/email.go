@@ -48,6 +48,23 @@ func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, sinc
 	return nil
 }
 
+// PendingEmails returns which of emails have an unused, unexpired verify
+// link for key.
+func (s *Store) PendingEmails(ctx context.Context, key identity.Factor, emails []string, now time.Time) ([]string, error) {
+	s.mail.mu.Lock()
+	defer s.mail.mu.Unlock()
+	var out []string
+	for _, e := range emails {
+		for _, et := range s.mail.tokens {
+			if et.t.Action == identity.EmailVerify && !et.used && et.t.Key.Same(key) && et.t.Email.Value == e && !now.After(et.t.Expires) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 // DeleteEmailToken forgets the link with the token hash.
 func (s *Store) DeleteEmailToken(ctx context.Context, hash []byte) error {
 	s.mail.mu.Lock()

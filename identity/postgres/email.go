@@ -56,6 +56,22 @@ func (s *Store) DeleteEmailToken(ctx context.Context, hash []byte) error {
 	return nil
 }
 
+// PendingEmails returns which of emails have an unused, unexpired verify
+// link for key.
+func (s *Store) PendingEmails(ctx context.Context, key identity.Factor, emails []string, now time.Time) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT email FROM email_tokens
+		WHERE email = ANY($1) AND fingerprint = $2 AND action = 'verify' AND used_at IS NULL AND expires_at >= $3
+		ORDER BY email`, emails, key.Value, now)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending emails: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending emails: %w", err)
+	}
+	return out, nil
+}
+
 // ConsumeEmailToken marks a mailed link used (see identity.Tx).
 func (t *tx) ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {
 	et := &identity.EmailToken{Hash: hash}
