@@ -114,6 +114,12 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now returns the current time (nil: time.Now); for expiry flags.
 	Now func() time.Time
+	// VerifiedEmails, when set, makes email searches answer only keys
+	// whose address is verified by mail (hkp.email_lookup = "verified");
+	// nil answers every key naming the address, as SKS does. Such
+	// answers are not cached: a verification changes them without
+	// changing any key.
+	VerifiedEmails identity.VerifiedEmailReader
 }
 
 func (o Options) withDefaults() Options {

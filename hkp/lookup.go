@@ -7,6 +7,7 @@ package hkp
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -178,16 +179,23 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 		h.serveStats(w, r, l)
 		return
 	}
+	// Email answers under hkp.email_lookup = "verified" skip the cache: a
+	// verification changes no key, so no key change would drop them.
+	useCache := h.opts.VerifiedEmails == nil || l.query.Email == "" || l.op == "hget"
 	key := l.cacheKey()
-	if a := h.cache.get(key); a != nil {
-		h.metrics.lookup(l.op, "cached")
-		writeAnswer(r.Context(), w, a)
-		return
+	if useCache {
+		if a := h.cache.get(key); a != nil {
+			h.metrics.lookup(l.op, "cached")
+			writeAnswer(r.Context(), w, a)
+			return
+		}
 	}
 	epoch := h.cache.begin()
 	a, fps, outcome := h.answerLookup(r.Context(), l)
 	h.metrics.lookup(l.op, outcome)
-	h.cache.put(epoch, key, a, fps, l.term, l.words)
+	if useCache {
+		h.cache.put(epoch, key, a, fps, l.term, l.words)
+	}
 	if err := writeAnswer(r.Context(), w, a); err != nil && a.stream != nil {
 		if r.Context().Err() == nil {
 			h.log.Error("hkp: streaming an answer", "op", l.op, "err", err)
@@ -221,7 +229,14 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		// An index shows what the store keeps beside the packets.
 		q.InlineBytes = -1
 	}
-	keys, more, err := h.store.FindKeys(ctx, q)
+	var keys []identity.StoredKey
+	var more bool
+	var err error
+	if h.opts.VerifiedEmails != nil && q.Email != "" {
+		keys, more, err = h.verifiedEmailKeys(ctx, q)
+	} else {
+		keys, more, err = h.store.FindKeys(ctx, q)
+	}
 	switch {
 	case errors.Is(err, identity.ErrTooManyKeys):
 		keys, more, err = nil, true, nil
@@ -274,6 +289,25 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		}
 		return a, fps, "found"
 	}
+}
+
+// verifiedEmailKeys returns the keys for which email is verified by mail,
+// at most MaxResults of them.
+func (h *Handler) verifiedEmailKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+	fps, err := h.opts.VerifiedEmails.VerifiedKeys(ctx, q.Email)
+	if err != nil {
+		return nil, false, err
+	}
+	q.Email = ""
+	for _, f := range fps {
+		if fp, err := hex.DecodeString(f.Value); err == nil {
+			q.Fingerprints = append(q.Fingerprints, fp)
+		}
+	}
+	if len(q.Fingerprints) == 0 {
+		return nil, false, nil
+	}
+	return h.store.FindKeys(ctx, q)
 }
 
 // tooMany is the answer to a get that matches more keys than MaxResults.

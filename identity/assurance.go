@@ -138,6 +138,10 @@ type linkState struct {
 	impliedParent Factor
 	impliedExp    time.Time
 	impliedLabel  string
+	// mailed: the email.verified record that proves an email by mail
+	// for the key mailParent, 0 if none or withdrawn
+	mailed     int64
+	mailParent Factor
 }
 
 // Assess applies the assurance rules to h's records at time now. records
@@ -164,7 +168,11 @@ type linkState struct {
 //     through P only when P is proven and the SSH key itself signed:
 //     the binding embeds its signature (pgp.auth-subkey-signed), or it
 //     signed a possession challenge for this identity. A user ID's email
-//     is only ever claimed.
+//     is only claimed, unless verified by mail (below).
+//   - An email.verified record (no handle) from a key P proves its email
+//     while P is proven for the identity, until a later email.verified
+//     record of P withdraws it (purpose revoke) or the identity revokes
+//     the email.
 //   - A record whose Expires is not after now has expired.
 func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 	recs := make([]*Evidence, 0, len(records))
@@ -242,6 +250,15 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 			to := get(e.To)
 			to.records = append(to.records, e.Seq)
 			to.implied, to.impliedMethod, to.impliedParent, to.impliedExp, to.impliedLabel = e.Seq, e.Method, e.From, e.Expires, e.Label
+		case e.Handle == "" && e.Method == MethodEmailVerified:
+			to := get(e.To)
+			to.records = append(to.records, e.Seq)
+			switch {
+			case e.Purpose == "":
+				to.mailed, to.mailParent = e.Seq, e.From
+			case to.mailParent.Same(e.From):
+				to.mailed = 0
+			}
 		case e.Handle == "" && e.Method == MethodRevocation:
 			if r := byseq[e.Revokes]; r != nil && !r.To.IsZero() {
 				if s := states[string(r.To.Kind)+" "+r.To.Value]; s != nil && s.implied == r.Seq {
@@ -289,6 +306,14 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 				if st.Label == "" || s.proven == 0 {
 					st.Label = s.impliedLabel
 				}
+			}
+		}
+		// An address verified by mail for a key proven here is proven,
+		// unless the identity revoked it.
+		if s.mailed != 0 && !s.revokedSince && isProven(s.mailParent) && st.Level < LevelProven {
+			st.Level, st.Via, st.Parent = LevelProven, []int64{s.mailed}, s.mailParent
+			if st.Label == "" {
+				st.Label = "verified by mail"
 			}
 		}
 		a.Factors = append(a.Factors, st)

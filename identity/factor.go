@@ -77,7 +77,8 @@ func EmailFactor(addr string) Factor {
 
 // Provable reports whether possession of the factor can be proven by a
 // signature or a login (every kind but email: a self-signed user ID only
-// claims an address, and Kith sends no mail).
+// claims an address, and an address is proven by a followed mail link,
+// see Service.ConfirmEmail, not by signing a statement).
 func (f Factor) Provable() bool {
 	return f.Kind == KindPGP || f.Kind == KindSSH || f.Kind == KindOIDC
 }

@@ -21,6 +21,8 @@ type KeyQuery struct {
 	Words []string
 	// Digests matches keys by their SKS digests (op=hget).
 	Digests [][16]byte
+	// Fingerprints matches primary keys by their exact fingerprints.
+	Fingerprints [][]byte
 	// Limit caps the result; the store returns at most Limit keys and
 	// reports whether more matched. Zero means no limit.
 	Limit int

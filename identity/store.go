@@ -49,6 +49,11 @@ type Tx interface {
 	// stores it. Every node's caches learn of it when the transaction
 	// commits.
 	Append(ctx context.Context, e *Evidence) error
+	// ConsumeEmailToken marks the mailed link with the token hash used
+	// and returns it as issued: ErrNotFound if there is none,
+	// ErrNonceUsed if it was used before, ErrChallengeExpired if it
+	// expired before now.
+	ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*EmailToken, error)
 }
 
 // Store is the identity store.
@@ -65,6 +70,16 @@ type Store interface {
 	// everything fn writes is committed when it returns nil, and nothing
 	// when it returns an error.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+	// SaveEmailToken stores an issued mailed link, unless a link for the
+	// same action, key and address was issued after since: then it
+	// stores nothing and returns ErrRateLimited.
+	SaveEmailToken(ctx context.Context, t *EmailToken, since time.Time) error
+	// DeleteEmailToken forgets the link with the token hash (its mail
+	// could not be sent).
+	DeleteEmailToken(ctx context.Context, hash []byte) error
+	// PendingEmails returns which of emails have a verify link for the
+	// key that is neither used nor expired at now.
+	PendingEmails(ctx context.Context, key Factor, emails []string, now time.Time) ([]string, error)
 }
 
 // Verifier checks signatures and reads keys; it is how this package

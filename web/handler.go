@@ -83,6 +83,9 @@ type Deps struct {
 	// Providers are the OpenID providers people log in with; nil or empty
 	// means no login (the public pages still work).
 	Providers Providers
+	// VerifiedEmails, when set, marks the addresses verified by mail
+	// ("verified by mail") on the search and key pages.
+	VerifiedEmails identity.VerifiedEmailReader
 }
 
 // Defaults of Options.

@@ -123,7 +123,7 @@ func newSite(t *testing.T, opts web.Options) *site {
 	}
 	opts.Logger = log
 	s.web, err = web.NewHandler(web.Deps{
-		Keys: s.store, Identities: s.svc, Sessions: s.store, Providers: providers,
+		Keys: s.store, Identities: s.svc, Sessions: s.store, Providers: providers, VerifiedEmails: s.store,
 	}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,14 @@ type keySummary struct {
 	Created     string
 	Revoked     bool
 	Expired     bool
-	UserIDs     []string
+	UserIDs     []uidSummary
+}
+
+// uidSummary is one user ID of a search result.
+type uidSummary struct {
+	Text string
+	// Verified: the address is verified by mail for the key.
+	Verified bool
 }
 
 // keyView is a key's page.
@@ -66,6 +73,8 @@ type uidView struct {
 	// Corroborated: a provider verified this email for the identity the
 	// key is proven for.
 	Corroborated bool
+	// Verified: the address is verified by mail for the key.
+	Verified bool
 }
 
 // subkeyView is one subkey of a key's page.
@@ -177,8 +186,13 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 			Created:     date(k.Created), Revoked: k.Revoked,
 			Expired: !k.Expires.IsZero() && !k.Expires.After(now),
 		}
+		verified, err := h.verifiedEmails(r.Context(), &k)
+		if err != nil {
+			h.internal(w, r, fmt.Errorf("web: search: %w", err))
+			return
+		}
 		for _, u := range k.UserIDs {
-			s.UserIDs = append(s.UserIDs, u.Text)
+			s.UserIDs = append(s.UserIDs, uidSummary{Text: u.Text, Verified: u.Email != "" && !u.Revoked && verified[u.Email]})
 		}
 		out = append(out, s)
 	}
@@ -263,6 +277,10 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 	} else if identity.CodeOf(err) == "" {
 		return keyView{}, err
 	}
+	verified, err := h.verifiedEmails(ctx, sk)
+	if err != nil {
+		return keyView{}, err
+	}
 	for _, u := range d.UserIDs {
 		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
 		switch {
@@ -272,6 +290,7 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 			uv.Status = "expired"
 		}
 		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
+		uv.Verified = u.Email != "" && verified[u.Email] && uv.Status == "valid"
 		v.UserIDs = append(v.UserIDs, uv)
 	}
 	for _, s := range d.Subkeys {
@@ -413,4 +432,21 @@ func countKeys(n int) string {
 		return "1 key"
 	}
 	return fmt.Sprintf("%d keys", n)
+}
+
+// verifiedEmails returns the addresses verified by mail for the key (none
+// without Deps.VerifiedEmails).
+func (h *Handler) verifiedEmails(ctx context.Context, k *identity.StoredKey) (map[string]bool, error) {
+	out := map[string]bool{}
+	if h.deps.VerifiedEmails == nil {
+		return out, nil
+	}
+	emails, err := h.deps.VerifiedEmails.VerifiedEmails(ctx, identity.PGPFactor(k.Fingerprint).Value)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range emails {
+		out[e] = true
+	}
+	return out, nil
 }

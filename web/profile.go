@@ -75,6 +75,8 @@ func methodWords(m identity.Method) string {
 		return "a login at the provider (ID token kept)"
 	case identity.MethodOIDCEmailVerified:
 		return "the provider verified the email"
+	case identity.MethodEmailVerified:
+		return "a link this server mailed to the address was followed: verified by mail (with purpose revoke: withdrawn)"
 	case identity.MethodPGPCertification:
 		return "certified by another key"
 	case identity.MethodRevocation:

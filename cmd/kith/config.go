@@ -45,7 +45,47 @@ type Config struct {
 	Web WebConfig `toml:"web"`
 	// OIDC is the [oidc] section: the [[oidc.provider]] people log in with.
 	OIDC OIDCConfig `toml:"oidc"`
+	// SMTP is the [smtp] section: the mail server verification mails go
+	// through.
+	SMTP SMTPConfig `toml:"smtp"`
+	// WKD is the [wkd] section: the domains Kith serves a Web Key
+	// Directory for.
+	WKD WKDConfig `toml:"wkd"`
+	// HKP is the [hkp] section.
+	HKP HKPConfig `toml:"hkp"`
 }
+
+// SMTPConfig is the [smtp] section. With no address, mails are written to
+// DATA_DIR/outbox as .eml files.
+type SMTPConfig struct {
+	// Address is the mail server's host:port; empty means the outbox.
+	Address string `toml:"address"`
+	// From is the sender address; empty means kith@ the public URL's host.
+	From string `toml:"from"`
+	// Username authenticates (PLAIN, over TLS); empty sends without.
+	Username string `toml:"username"`
+	// PasswordFile holds the password (one line).
+	PasswordFile string `toml:"password_file"`
+	// StartTLS requires STARTTLS before anything is sent (default true).
+	StartTLS bool `toml:"starttls"`
+}
+
+// WKDConfig is the [wkd] section.
+type WKDConfig struct {
+	// Domains are the mail domains whose Web Key Directory Kith serves.
+	Domains StringList `toml:"domains"`
+}
+
+// HKPConfig is the [hkp] section.
+type HKPConfig struct {
+	// EmailLookup is "all" (as SKS: every key naming the address) or
+	// "verified" (only keys whose address is verified by mail).
+	EmailLookup string `toml:"email_lookup"`
+}
+
+// StringList is a list of strings: a TOML array, or comma-separated in a
+// flag or variable.
+type StringList []string
 
 // WebConfig is the [web] section.
 type WebConfig struct {
@@ -107,7 +147,9 @@ func defaultConfig() Config {
 			Listen:   "127.0.0.1:11370",
 			Interval: Duration(60 * time.Second),
 		},
-		Web: WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
+		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
+		SMTP: SMTPConfig{StartTLS: true},
+		HKP:  HKPConfig{EmailLookup: "all"},
 	}
 }
 
@@ -165,6 +207,13 @@ func settings() []setting {
 		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
 		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*boolValue)(&c.Web.SecureCookies) }},
 		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
+		{"smtp.address", "mail server `host:port` for verification mails; empty writes them to DATA_DIR/outbox", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.Address) }},
+		{"smtp.from", "sender `address` of verification mails; empty means kith@ the public URL's host", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.From) }},
+		{"smtp.username", "SMTP `user` (PLAIN over TLS); empty sends without authenticating", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.Username) }},
+		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.PasswordFile) }},
+		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*boolValue)(&c.SMTP.StartTLS) }},
+		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
+		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
 	}
 }
 
@@ -326,6 +375,9 @@ func (c Config) validate() error {
 	if c.Web.SessionLifetime <= 0 {
 		return errors.New("setting web.session_lifetime: must be positive")
 	}
+	if err := c.validateMail(); err != nil {
+		return err
+	}
 	for i, p := range c.Recon.Peers {
 		if err := validateListen(p.Address); err != nil {
 			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)
@@ -380,6 +432,20 @@ func (v *boolValue) Set(s string) error {
 		return fmt.Errorf("%q is not true or false", s)
 	}
 	*v = boolValue(b)
+	return nil
+}
+
+type listValue StringList
+
+func (v *listValue) String() string { return strings.Join(*v, ",") }
+func (v *listValue) Set(s string) error {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	*v = out
 	return nil
 }
 

@@ -90,6 +90,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger:     log.With("component", "hkp"),
 		Registerer: reg,
 		ExtraStats: reconStats(peers),
+
+		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
 	})
 	go keys.Run(ctx)
 
@@ -97,6 +99,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	keys.Register(mux)
 	ids.Register(mux)
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
+		return err
+	}
+	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
 		return err
 	}
 	handler := newServerHandler(mux, st, reg, log)

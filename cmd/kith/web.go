@@ -27,7 +27,7 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 	if err != nil {
 		return fmt.Errorf("setting oidc.provider: %w", err)
 	}
-	deps := web.Deps{Keys: st, Identities: ids, Sessions: st}
+	deps := web.Deps{Keys: st, Identities: ids, Sessions: st, VerifiedEmails: st}
 	if len(cfg.OIDC.Providers) > 0 {
 		deps.Providers = providers
 	}

@@ -33,6 +33,7 @@ type Store struct {
 	ix         index               // of log
 	factors    map[string][]byte   // "kind value" -> the data first stored with it
 	challenges map[string]*challenge
+	mail       emailTokens
 }
 
 // challenge is an issued challenge and whether it was answered.
@@ -323,6 +324,7 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 			c.used = true
 		}
 	}
+	t.commitMail()
 	s.lastID = t.lastID
 	for i := range t.appended {
 		s.log = append(s.log, t.appended[i])
@@ -337,6 +339,7 @@ type tx struct {
 	identities map[identity.Handle]identity.Identity
 	factors    map[string][]byte
 	used       map[string]bool
+	usedMail   map[string]bool
 	appended   []identity.Evidence
 	ix         index // of appended
 	lastID     int64

@@ -461,6 +461,8 @@ func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.S
 			ds[i] = q.Digests[i][:]
 		}
 		sel, arg = `SELECT id FROM keys WHERE digest = ANY($1)`, ds
+	case len(q.Fingerprints) > 0:
+		sel, arg = `SELECT id FROM keys WHERE fingerprint = ANY($1)`, q.Fingerprints
 	default:
 		return nil, false, errors.New("postgres: find keys: empty query")
 	}

@@ -26,6 +26,8 @@ var ErrNotVerifiable = errors.New("not verifiable offline")
 // record it revokes.
 func Record(e *identity.Evidence) error {
 	switch {
+	case e.Method == identity.MethodEmailVerified:
+		return emailRecord(e)
 	case e.Method == identity.MethodRevocation && e.Purpose == "":
 		return verifyKeyRevocation(e, nil)
 	case e.From.Kind == identity.KindOIDC && (e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodRevocation):

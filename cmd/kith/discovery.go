@@ -1,0 +1,50 @@
+// discovery.go: wiring the key-discovery frontends beside HKP: the VKS
+// API with its verification mails, and WKD.
+
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/kith-keyserver/kith/hkp/vks"
+	"github.com/kith-keyserver/kith/hkp/wkd"
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// mountDiscovery adds the VKS routes (and the mailed links' page) to mux,
+// and the Web Key Directory of the configured domains.
+func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service,
+	policy pgp.Policy, log *slog.Logger) error {
+	mailer, err := cfg.mailer(log.With("component", "mail"))
+	if err != nil {
+		return err
+	}
+	key, err := st.Secret(ctx, "vks.upload_token_key", 32)
+	if err != nil {
+		return err
+	}
+	h, err := vks.NewHandler(st, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
+		TokenKey: key, Policy: policy, Mailer: mailer, Logger: log.With("component", "vks")})
+	if err != nil {
+		return err
+	}
+	h.Register(mux)
+	if len(cfg.WKD.Domains) > 0 {
+		wkd.NewHandler(st, st, cfg.WKD.Domains, log.With("component", "wkd")).Register(mux)
+	}
+	return nil
+}
+
+// hkpVerifiedEmails is what HKP email searches answer from with
+// hkp.email_lookup = "verified"; nil (every key naming the address, as
+// SKS) otherwise.
+func hkpVerifiedEmails(cfg Config, st *postgres.Store) identity.VerifiedEmailReader {
+	if cfg.HKP.EmailLookup == "verified" {
+		return st
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+// lookup.go: GET by-fingerprint, by-keyid and by-email. Every key is
+// served with only its verified addresses' user IDs.
+
+package vks
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/http"
+	"net/mail"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// serveByFingerprint answers /vks/v1/by-fingerprint/{FPR}: 40 or 64
+// upper-case hex digits without 0x, of the primary key or a subkey.
+func (h *Handler) serveByFingerprint(w http.ResponseWriter, r *http.Request) {
+	s := r.PathValue("fpr")
+	fp, err := hex.DecodeString(s)
+	if err != nil || (len(fp) != 20 && len(fp) != 32) || s != strings.ToUpper(s) {
+		textError(w, http.StatusBadRequest, "not a fingerprint: 40 or 64 upper-case hex digits, without 0x")
+		return
+	}
+	h.serveKeys(w, r, identity.KeyQuery{Fingerprint: fp, Limit: 1}, "fingerprint "+s)
+}
+
+// serveByKeyID answers /vks/v1/by-keyid/{KEYID}: 16 upper-case hex
+// digits without 0x.
+func (h *Handler) serveByKeyID(w http.ResponseWriter, r *http.Request) {
+	s := r.PathValue("keyid")
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || len(s) != 16 || s != strings.ToUpper(s) {
+		textError(w, http.StatusBadRequest, "not a key ID: 16 upper-case hex digits, without 0x")
+		return
+	}
+	h.serveKeys(w, r, identity.KeyQuery{KeyID: id, Limit: 10}, "key ID "+s)
+}
+
+// serveByEmail answers /vks/v1/by-email/{EMAIL}: the keys for which the
+// address is verified, with only verified addresses.
+func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
+	addr, ok := parseAddress(r.PathValue("email"))
+	if !ok {
+		textError(w, http.StatusBadRequest, "not an email address")
+		return
+	}
+	fps, err := h.verified.VerifiedKeys(r.Context(), addr)
+	if err != nil {
+		h.fail(w, r, "verified keys", err)
+		return
+	}
+	var keys []*pgp.Key
+	for _, f := range fps {
+		fp, _ := hex.DecodeString(f.Value)
+		ks, err := h.servable(r, identity.KeyQuery{Fingerprint: fp, Limit: 1})
+		if err != nil {
+			h.fail(w, r, "find key", err)
+			return
+		}
+		keys = append(keys, ks...)
+	}
+	h.writeKeys(w, keys, "No key found for email address "+addr)
+}
+
+// parseAddress reads a bare address, lower-cased.
+func parseAddress(s string) (string, bool) {
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Address != s || len(s) > 254 {
+		return "", false
+	}
+	return strings.ToLower(s), true
+}
+
+func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request, q identity.KeyQuery, what string) {
+	keys, err := h.servable(r, q)
+	if err != nil {
+		h.fail(w, r, "find key", err)
+		return
+	}
+	h.writeKeys(w, keys, "No key found for "+what)
+}
+
+// servable finds the keys q selects and cuts each down to its verified
+// addresses.
+func (h *Handler) servable(r *http.Request, q identity.KeyQuery) ([]*pgp.Key, error) {
+	stored, _, err := h.keys.FindKeys(r.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	var out []*pgp.Key
+	for _, sk := range stored {
+		k, err := h.verifiedOnly(r, sk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// verifiedOnly returns the stored key with only its verified addresses'
+// user IDs.
+func (h *Handler) verifiedOnly(r *http.Request, sk identity.StoredKey) (*pgp.Key, error) {
+	k, err := pgp.ParseKey(sk.Packets)
+	if err != nil {
+		return nil, err
+	}
+	emails, err := h.verified.VerifiedEmails(r.Context(), identity.PGPFactor(sk.Fingerprint).Value)
+	if err != nil {
+		return nil, err
+	}
+	return k.WithUserIDs(func(e string) bool { return e != "" && slices.Contains(emails, e) }), nil
+}
+
+// writeKeys answers the keys armored, or 404 with notFound.
+func (h *Handler) writeKeys(w http.ResponseWriter, keys []*pgp.Key, notFound string) {
+	if len(keys) == 0 {
+		textError(w, http.StatusNotFound, notFound)
+		return
+	}
+	var b bytes.Buffer
+	if err := pgp.WriteArmored(&b, keys...); err != nil {
+		textError(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/pgp-keys")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Access-Control-Allow-Origin", "*")
+	w.Write(b.Bytes())
+}
+
+// fail logs an internal failure and answers 500 without its detail.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() == nil {
+		h.log.Error("vks: "+what, "path", r.URL.Path, "err", err)
+	}
+	textError(w, http.StatusInternalServerError, "internal error: try again later")
+}

@@ -1,0 +1,319 @@
+// upload.go: POST upload, request-verify and request-withdraw, and the
+// answer they share: {key_fpr, status, token}.
+
+package vks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// The status values of an address, as keys.openpgp.org names them.
+const (
+	StatusUnpublished = "unpublished" // not verified: not served by email
+	StatusPublished   = "published"   // verified by mail
+	StatusRevoked     = "revoked"     // the user ID is revoked
+	StatusPending     = "pending"     // a mail went out, its link not yet followed
+)
+
+// Response is the answer of upload, request-verify and request-withdraw.
+type Response struct {
+	// KeyFpr is the key's fingerprint, upper-case hex.
+	KeyFpr string `json:"key_fpr"`
+	// Status maps each address of the key's user IDs to its status.
+	Status map[string]string `json:"status"`
+	// Token lets the uploader ask for mails about the key (for
+	// UploadTokenTTL).
+	Token string `json:"token"`
+}
+
+// serveUpload answers POST /vks/v1/upload, {"keytext": "..."}: one key,
+// armored (or binary in the string), through the key policy.
+func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Keytext string `json:"keytext"`
+	}
+	if !h.readJSON(w, r, MaxUploadSize, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Keytext) == "" {
+		jsonError(w, http.StatusBadRequest, "no keytext: send {\"keytext\": \"<armored public key>\"}")
+		return
+	}
+	keys, err := pgp.ReadKeys(strings.NewReader(req.Keytext))
+	switch {
+	case err != nil && len(keys) == 0:
+		jsonError(w, http.StatusBadRequest, "no OpenPGP public key could be read: "+strings.TrimPrefix(err.Error(), "pgp: "))
+		return
+	case len(keys) == 0:
+		jsonError(w, http.StatusBadRequest, "no OpenPGP public key found in keytext")
+		return
+	case len(keys) > 1:
+		jsonError(w, http.StatusBadRequest, "keytext holds more than one key: upload one at a time")
+		return
+	}
+	applied, _, err := h.opts.Policy.Apply(keys[0])
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, "key rejected: "+pgp.RejectionReason(err))
+		return
+	}
+	if _, err := h.keys.AddKey(r.Context(), applied); err != nil {
+		if r.Context().Err() == nil {
+			h.log.Error("vks: upload: store", "err", err)
+		}
+		jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
+		return
+	}
+	h.log.Info("vks: upload", "fingerprint", identity.PGPFactor(applied.Fingerprint()).Value)
+	resp, _, err := h.response(r, applied.Fingerprint())
+	if err != nil {
+		h.failJSON(w, r, "upload", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// mailRequest is the body of request-verify and request-withdraw.
+type mailRequest struct {
+	Token     string   `json:"token"`
+	Addresses []string `json:"addresses"`
+	// Locale is accepted as keys.openpgp.org's clients send it; mails
+	// are in English.
+	Locale []string `json:"locale"`
+}
+
+// serveRequestVerify answers POST /vks/v1/request-verify: a mail to each
+// named address of the uploaded key, unless it is verified already or a
+// mail for it went out within identity.EmailWindow (both: no mail; a
+// link still out after the window may be mailed again).
+func (h *Handler) serveRequestVerify(w http.ResponseWriter, r *http.Request) {
+	h.serveMailRequest(w, r, identity.EmailVerify)
+}
+
+// serveRequestWithdraw answers POST /vks/v1/request-withdraw (a Kith
+// extension, same body): a mail to each named address that is verified
+// for the key, whose link withdraws it. The answer is the same whether or
+// not a mail went out.
+func (h *Handler) serveRequestWithdraw(w http.ResponseWriter, r *http.Request) {
+	h.serveMailRequest(w, r, identity.EmailWithdraw)
+}
+
+func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, action identity.EmailAction) {
+	if !h.limit.allow(r) {
+		jsonError(w, http.StatusTooManyRequests, "too many requests from this address: wait a minute")
+		return
+	}
+	var req mailRequest
+	if !h.readJSON(w, r, MaxRequestSize, &req) {
+		return
+	}
+	fp, err := h.checkUploadToken(req.Token, h.opts.Now())
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if len(req.Addresses) == 0 {
+		jsonError(w, http.StatusBadRequest, "no addresses: name the key's addresses to mail")
+		return
+	}
+	if len(req.Addresses) > MaxAddresses {
+		jsonError(w, http.StatusBadRequest, fmt.Sprintf("at most %d addresses a request", MaxAddresses))
+		return
+	}
+	resp, stored, err := h.response(r, fp)
+	if err != nil {
+		h.failJSON(w, r, "request", err)
+		return
+	}
+	if stored == nil {
+		jsonError(w, http.StatusNotFound, "the key is no longer stored: upload it again")
+		return
+	}
+	// Every address must be one of the key's, before any mail goes out.
+	var addrs []string
+	for _, a := range req.Addresses {
+		addr, ok := parseAddress(a)
+		if !ok {
+			jsonError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an email address", clip(a)))
+			return
+		}
+		if _, ok := resp.Status[addr]; !ok {
+			jsonError(w, http.StatusBadRequest, fmt.Sprintf("%s is not an address of key %s", addr, resp.KeyFpr))
+			return
+		}
+		if !slices.Contains(addrs, addr) {
+			addrs = append(addrs, addr)
+		}
+	}
+	key := identity.PGPFactor(fp)
+	for _, addr := range addrs {
+		st := resp.Status[addr]
+		if action == identity.EmailVerify && st != StatusUnpublished && st != StatusPending {
+			continue // published or revoked: nothing to mail
+		}
+		if action == identity.EmailWithdraw && st != StatusPublished {
+			continue
+		}
+		err := h.emails.RequestEmail(r.Context(), identity.EmailRequest{Action: action, Key: key,
+			Email: identity.EmailFactor(addr), Send: h.sender(action, key, addr)})
+		switch identity.CodeOf(err) {
+		case "":
+			if err != nil {
+				h.failJSON(w, r, "request", err)
+				return
+			}
+			if action == identity.EmailVerify {
+				resp.Status[addr] = StatusPending
+			}
+		case identity.CodeRateLimited:
+			if action == identity.EmailVerify {
+				resp.Status[addr] = StatusPending
+			}
+		case identity.CodeMailUnavailable:
+			h.log.Warn("vks: mail not sent", "err", err)
+			jsonError(w, http.StatusServiceUnavailable, "the mail server is unavailable: nothing was sent to "+addr+"; try again later")
+			return
+		case identity.CodeAddressNotInKey, identity.CodeNotVerified:
+			// The key changed since the answer was read: leave it.
+		default:
+			jsonError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// response builds the answer for the stored key with fingerprint fp, and
+// returns the stored key (nil when none is stored).
+func (h *Handler) response(r *http.Request, fp []byte) (Response, *identity.StoredKey, error) {
+	resp := Response{KeyFpr: identity.PGPFactor(fp).Value, Status: map[string]string{},
+		Token: h.uploadToken(fp, h.opts.Now())}
+	stored, _, err := h.keys.FindKeys(r.Context(), identity.KeyQuery{Fingerprint: fp, Limit: 1})
+	if err != nil {
+		return resp, nil, err
+	}
+	if len(stored) == 0 || !bytes.Equal(stored[0].Fingerprint, fp) {
+		return resp, nil, nil
+	}
+	verified, err := h.verified.VerifiedEmails(r.Context(), resp.KeyFpr)
+	if err != nil {
+		return resp, nil, err
+	}
+	for _, u := range stored[0].UserIDs {
+		if u.Email == "" {
+			continue
+		}
+		st := StatusUnpublished
+		switch {
+		case u.Revoked:
+			st = StatusRevoked
+		case slices.Contains(verified, u.Email):
+			st = StatusPublished
+		}
+		if old, ok := resp.Status[u.Email]; !ok || old == StatusRevoked {
+			resp.Status[u.Email] = st
+		}
+	}
+	var unpublished []string
+	for e, st := range resp.Status {
+		if st == StatusUnpublished {
+			unpublished = append(unpublished, e)
+		}
+	}
+	if len(unpublished) > 0 {
+		pending, err := h.emails.PendingEmails(r.Context(), identity.PGPFactor(fp), unpublished)
+		if err != nil {
+			return resp, nil, err
+		}
+		for _, e := range pending {
+			resp.Status[e] = StatusPending
+		}
+	}
+	return resp, &stored[0], nil
+}
+
+// sender returns the function that mails the link with a token.
+func (h *Handler) sender(action identity.EmailAction, key identity.Factor, addr string) identity.EmailSender {
+	return func(ctx context.Context, token string) error {
+		link := h.opts.PublicURL + "/email/confirm/" + key.Value + "/" + token
+		return h.opts.Mailer.Send(ctx, composeMail(h.opts.Server, action, key, addr, link))
+	}
+}
+
+// composeMail writes the mail for a link. It names the key and says what
+// following the link does and what ignoring it does, and nothing about
+// other keys or addresses.
+func composeMail(server string, action identity.EmailAction, key identity.Factor, addr, link string) mail.Message {
+	fp := groupHex(key.Value)
+	if action == identity.EmailWithdraw {
+		return mail.Message{To: addr, Subject: "Withdraw " + addr + " from an OpenPGP key",
+			Body: "Someone asked " + server + " to stop publishing the OpenPGP key\n\n    " + fp +
+				"\n\nfor the address " + addr + ". To withdraw the address, open this link within " +
+				hours(identity.EmailTokenTTL) + " and confirm:\n\n    " + link +
+				"\n\nIf you did not ask for this, ignore this mail: nothing changes without the link.\n"}
+	}
+	return mail.Message{To: addr, Subject: "Verify " + addr + " for your OpenPGP key",
+		Body: "Someone asked " + server + " to publish the OpenPGP key\n\n    " + fp +
+			"\n\nfor the address " + addr + ". If this is your key, open this link within " +
+			hours(identity.EmailTokenTTL) + " and confirm:\n\n    " + link +
+			"\n\nIf it is not your key, ignore this mail: the address is not published for it without the link.\n"}
+}
+
+func hours(d interface{ Hours() float64 }) string { return fmt.Sprintf("%.0f hours", d.Hours()) }
+
+// groupHex writes a fingerprint in groups of four.
+func groupHex(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i += 4 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s[i:min(i+4, len(s))])
+	}
+	return b.String()
+}
+
+// readJSON decodes the request's JSON body into v, answering 400 or 413
+// itself when it cannot.
+func (h *Handler) readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			jsonError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request larger than %d bytes", limit))
+			return false
+		}
+		jsonError(w, http.StatusBadRequest, "could not read the request body")
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		jsonError(w, http.StatusBadRequest, "the body is not the JSON object this endpoint takes")
+		return false
+	}
+	return true
+}
+
+func (h *Handler) failJSON(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() == nil {
+		h.log.Error("vks: "+what, "err", err)
+	}
+	jsonError(w, http.StatusInternalServerError, "internal error: try again later")
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

@@ -1,0 +1,153 @@
+package wkd_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// throwawayCA makes a CA and a server certificate it signs for names; it
+// returns the CA's PEM and the server's TLS certificate.
+func throwawayCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Kith test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ = x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
+}
+
+// listen443 listens on port 443 of a loopback address of its own
+// (127.0.13.X), so that it meets no other server on the machine.
+func listen443(t *testing.T) net.Listener {
+	t.Helper()
+	var last error
+	for range 20 {
+		addr := fmt.Sprintf("127.0.13.%d:443", 2+mrand.IntN(250))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln
+		}
+		last = err
+	}
+	t.Fatalf("no loopback address with a free port 443: %v", last)
+	return nil
+}
+
+// TestGPGLocateKeysFindsAVerifiedKeyThroughWKD runs the real gpg
+// --locate-keys against the directory over HTTPS. gpg's dirmngr needs
+// https on port 443 and the test domain's names: the test serves TLS with
+// a throwaway CA on a loopback address of its own, and runs gpg in a
+// private mount namespace where a hosts file maps the names to that
+// address and the system CA bundle is the throwaway CA (the machine's
+// /etc/hosts and CA bundle are never touched).
+func TestGPGLocateKeysFindsAVerifiedKeyThroughWKD(t *testing.T) {
+	gpg := requireTool(t, "gpg")
+	unshare := requireTool(t, "unshare")
+	const bundle = "/etc/ssl/certs/ca-certificates.crt"
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this test needs root for a private mount namespace (CI runs as root)")
+		}
+		t.Skip("needs root for a private mount namespace")
+	}
+	if _, err := os.Stat(bundle); err != nil {
+		t.Fatalf("%s: %v (Debian package ca-certificates)", bundle, err)
+	}
+	e := newEnv(t)
+	alice := e.store("Alice <alice@example.org>", "Alice <alice@home.example>")
+	e.store("Mallory <alice@example.org>")
+	e.verifyAddr(alice, "alice@example.org")
+
+	caPEM, cert := throwawayCA(t, "openpgpkey.example.org", "example.org")
+	ln := listen443(t)
+	srv := &http.Server{Handler: e.h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	ip, _, _ := net.SplitHostPort(ln.Addr().String())
+
+	dir, err := os.MkdirTemp("", "kwkd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home := filepath.Join(dir, "g")
+	os.Mkdir(home, 0o700)
+	os.WriteFile(filepath.Join(home, "dirmngr.conf"), []byte("standard-resolver\n"), 0o600)
+	hosts := filepath.Join(dir, "hosts")
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" openpgpkey.example.org example.org\n"), 0o644)
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, caPEM, 0o644)
+	env := append(os.Environ(), "GNUPGHOME="+home)
+	t.Cleanup(func() {
+		kill := exec.Command("gpgconf", "--kill", "all")
+		kill.Env = env
+		kill.Run()
+	})
+
+	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" ` + bundle + ` && exec "$3" --batch --no-tty --auto-key-locate clear,wkd,nodefault --locate-keys alice@example.org`
+	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, ca, gpg)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpg --locate-keys: %v\n%s", err, out)
+	}
+	fp := strings.ToUpper(hex.EncodeToString(alice.Fingerprint()))
+	if !strings.Contains(string(out), fp) {
+		t.Fatalf("gpg did not locate %s:\n%s", fp, out)
+	}
+	list := exec.Command(gpg, "--batch", "--with-colons", "--list-keys")
+	list.Env = env
+	lout, err := list.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, l := range strings.Split(string(lout), "\n") {
+		if f := strings.Split(l, ":"); len(f) > 9 && f[0] == "uid" {
+			uids = append(uids, f[9])
+		}
+	}
+	if len(uids) != 1 || uids[0] != "Alice <alice@example.org>" {
+		t.Errorf("gpg imported user IDs %q, want only the located address", uids)
+	}
+	if strings.Count(string(lout), "\npub:") != 1 {
+		t.Errorf("gpg imported more than one key:\n%s", lout)
+	}
+}

@@ -1,0 +1,168 @@
+// Package wkd serves a Web Key Directory (the OpenPGP Web Key Directory
+// draft, what `gpg --locate-keys`, Thunderbird, KMail and Kleopatra
+// query) for the mail domains the operator lists: the advanced method
+// (https://openpgpkey.DOMAIN/.well-known/openpgpkey/DOMAIN/hu/HASH) and
+// the direct method (https://DOMAIN/.well-known/openpgpkey/hu/HASH), with
+// their policy files.
+//
+// Only keys whose address is verified by mail are served, and each with
+// only that address's user ID (as gpg-wks-client publishes keys). The
+// package needs the l= parameter (the local part, which gpg and the
+// other clients send) to know which address a hash names; without it the
+// answer is 404. TLS and the host names are the operator's (see the
+// README); Kith answers the HTTP requests.
+package wkd
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/base32"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// Keys finds stored keys.
+type Keys interface {
+	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
+}
+
+// zbase32 is the z-base-32 alphabet the WKD hashes are written in.
+var zbase32 = base32.NewEncoding("ybndrfg8ejkmcpqxot1uwisza345h769").WithPadding(base32.NoPadding)
+
+// Hash returns the WKD hash of a local part: z-base-32 of the SHA-1 of the
+// lower-cased local part.
+func Hash(local string) string {
+	h := sha1.Sum([]byte(strings.ToLower(local)))
+	return zbase32.EncodeToString(h[:])
+}
+
+// Handler serves the Web Key Directory of its domains.
+type Handler struct {
+	keys     Keys
+	verified identity.VerifiedEmailReader
+	domains  []string
+	log      *slog.Logger
+}
+
+// NewHandler returns a Handler for the lower-case mail domains.
+func NewHandler(keys Keys, verified identity.VerifiedEmailReader, domains []string, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{keys: keys, verified: verified, domains: slices.Clone(domains), log: log}
+}
+
+// Register adds the WKD routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /.well-known/openpgpkey/{domain}/hu/{hash}", h.serveAdvanced)
+	// DOMAIN/policy (advanced) and hu/HASH (direct) have one shape; a
+	// domain has a dot, "hu" none.
+	mux.HandleFunc("GET /.well-known/openpgpkey/{a}/{b}", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.PathValue("a") == "hu":
+			h.serveKey(w, r, requestDomain(r), r.PathValue("b"))
+		case r.PathValue("b") == "policy":
+			h.servePolicy(w, strings.ToLower(r.PathValue("a")))
+		default:
+			notFound(w)
+		}
+	})
+	mux.HandleFunc("GET /.well-known/openpgpkey/policy", func(w http.ResponseWriter, r *http.Request) {
+		h.servePolicy(w, requestDomain(r))
+	})
+}
+
+func (h *Handler) serves(domain string) bool { return slices.Contains(h.domains, domain) }
+
+// requestDomain is the domain the Host header names (without a port).
+func requestDomain(r *http.Request) string {
+	host := r.Host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+func (h *Handler) serveAdvanced(w http.ResponseWriter, r *http.Request) {
+	h.serveKey(w, r, strings.ToLower(r.PathValue("domain")), r.PathValue("hash"))
+}
+
+// servePolicy answers the policy file: empty (no options) for a served
+// domain, which tells clients the domain has a directory.
+func (h *Handler) servePolicy(w http.ResponseWriter, domain string) {
+	if !h.serves(domain) {
+		notFound(w)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.WriteHeader(http.StatusOK)
+}
+
+// serveKey answers a hash: the keys for which local@domain is verified,
+// each with only that user ID, binary.
+func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash string) {
+	local := r.URL.Query().Get("l")
+	if !h.serves(domain) || local == "" || len(hash) != 32 || Hash(local) != hash || strings.ContainsAny(local, "@ <>") {
+		notFound(w)
+		return
+	}
+	addr := strings.ToLower(local + "@" + domain)
+	fps, err := h.verified.VerifiedKeys(r.Context(), addr)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var out bytes.Buffer
+	for _, f := range fps {
+		fp, _ := hex.DecodeString(f.Value)
+		stored, _, err := h.keys.FindKeys(r.Context(), identity.KeyQuery{Fingerprint: fp, Limit: 1})
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, sk := range stored {
+			if !bytes.Equal(sk.Fingerprint, fp) {
+				continue
+			}
+			k, err := pgp.ParseKey(sk.Packets)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			out.Write(k.WithUserIDs(func(e string) bool { return e == addr }).Bytes())
+		}
+	}
+	if out.Len() == 0 {
+		notFound(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(out.Bytes())
+}
+
+func notFound(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusNotFound)
+	w.Write([]byte("no key\n"))
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() == nil {
+		h.log.Error("wkd: lookup", "path", r.URL.Path, "err", err)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusInternalServerError)
+	w.Write([]byte("internal error\n"))
+}

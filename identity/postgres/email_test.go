@@ -1,0 +1,130 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// TestEmailTokensAreRateLimitedAcrossConnections saves tokens for one
+// address from many connections at once, as many nodes would: exactly
+// one is stored, and the window ends it.
+func TestEmailTokensAreRateLimitedAcrossConnections(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	now := identity.TruncateTime(time.Now())
+	key := identity.PGPFactor(make([]byte, 20))
+	mail := identity.EmailFactor("alice@example.org")
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.SaveEmailToken(ctx, &identity.EmailToken{Hash: identity.HashEmailToken(string(rune('a' + i))),
+				Action: identity.EmailVerify, Key: key, Email: mail, Created: now, Expires: now.Add(time.Hour)}, now.Add(-identity.EmailWindow))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	saved := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			saved++
+		case !errors.Is(err, identity.ErrRateLimited):
+			t.Fatal(err)
+		}
+	}
+	if saved != 1 {
+		t.Fatalf("%d tokens saved, want 1", saved)
+	}
+	later := now.Add(identity.EmailWindow + time.Second)
+	if err := s.SaveEmailToken(ctx, &identity.EmailToken{Hash: identity.HashEmailToken("later"), Action: identity.EmailVerify,
+		Key: key, Email: mail, Created: later, Expires: later.Add(time.Hour)}, later.Add(-identity.EmailWindow)); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestVerifiedEmailLookups verifies an address of a real key through the
+// Service and checks what the lookups then serve, and after a withdrawal.
+func TestVerifiedEmailLookups(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	alice := entityKey(t, newEntity(t, "Alice <alice@example.org>", "Alice <alice@work.example>"))
+	mallory := entityKey(t, newEntity(t, "Not Alice <alice@example.org>"))
+	if _, err := s.AddKeys(ctx, []*pgp.Key{alice, mallory}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := identity.NewService(s, &verify.Verifier{Keys: s}, identity.ServiceOptions{Server: "Kith <http://test>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := identity.PGPFactor(alice.Fingerprint())
+	var tokens []string
+	send := func(ctx context.Context, token string) error { tokens = append(tokens, token); return nil }
+	ask := func(action identity.EmailAction, addr string) {
+		t.Helper()
+		if err := svc.RequestEmail(ctx, identity.EmailRequest{Action: action, Key: fp, Email: identity.EmailFactor(addr), Send: send}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.ConfirmEmail(ctx, fp, tokens[len(tokens)-1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask(identity.EmailVerify, "alice@example.org")
+	keys, err := s.VerifiedKeys(ctx, "Alice@Example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || !keys[0].Same(fp) {
+		t.Errorf("verified keys: %v, want only %s (not the stranger's key naming the same address)", keys, fp.Value)
+	}
+	emails, err := s.VerifiedEmails(ctx, fp.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(emails, []string{"alice@example.org"}) {
+		t.Errorf("verified emails: %v", emails)
+	}
+	ask(identity.EmailWithdraw, "alice@example.org")
+	if keys, _ := s.VerifiedKeys(ctx, "alice@example.org"); len(keys) != 0 {
+		t.Errorf("after the withdrawal: %v", keys)
+	}
+	// The records verify offline, as kith verify-log checks them.
+	recs, err := s.Log(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v verify.LogVerifier
+	for i := range recs {
+		for _, f := range v.Add(&recs[i]) {
+			t.Errorf("record %d: %s", f.Seq, f.Reason)
+		}
+	}
+	if v.Count() != 2 {
+		t.Errorf("%d records, want 2", v.Count())
+	}
+	// A record that says another address than its statement, or names a
+	// key that never carried the address, does not verify.
+	forged := recs[0]
+	forged.To = identity.EmailFactor("ceo@example.org")
+	if err := verify.Record(&forged); err == nil {
+		t.Error("a record naming another address than its statement verifies")
+	}
+	forged = recs[0]
+	forged.Statement = identity.EmailStatement("Kith <http://test>", identity.EmailVerify, forged.From, identity.EmailFactor("ceo@example.org"), forged.Created, forged.Created)
+	forged.To = identity.EmailFactor("ceo@example.org")
+	if err := verify.Record(&forged); err == nil {
+		t.Error("a record for an address the key never carried verifies")
+	}
+}
