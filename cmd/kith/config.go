@@ -45,6 +45,16 @@ type Config struct {
 	Web WebConfig `toml:"web"`
 	// OIDC is the [oidc] section: the [[oidc.provider]] people log in with.
 	OIDC OIDCConfig `toml:"oidc"`
+	// Log is the [log] section: the transparency log's signing key.
+	Log TransparencyLogConfig `toml:"log"`
+}
+
+// TransparencyLogConfig is the [log] section.
+type TransparencyLogConfig struct {
+	// KeyFile holds the 32-byte seed of the Ed25519 key that signs the
+	// log's checkpoints. Empty means a key kept in the database, created
+	// on first start and shared by every node.
+	KeyFile string `toml:"key_file"`
 }
 
 // WebConfig is the [web] section.
@@ -165,6 +175,7 @@ func settings() []setting {
 		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
 		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*boolValue)(&c.Web.SecureCookies) }},
 		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
+		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
 	}
 }
 

@@ -112,6 +112,15 @@ func (k *Key) VerifierKey() string {
 	return vkey
 }
 
+// CheckVerifierKey reports whether vkey is a verifier key in note
+// format.
+func CheckVerifierKey(vkey string) error {
+	if _, err := note.NewVerifier(vkey); err != nil {
+		return fmt.Errorf("tlog: log key %q: %w", vkey, err)
+	}
+	return nil
+}
+
 // SignCheckpoint returns c as a signed note.
 func (k *Key) SignCheckpoint(c Checkpoint) ([]byte, error) {
 	if c.Origin != k.name {

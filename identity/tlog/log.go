@@ -5,6 +5,7 @@ package tlog
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -207,7 +208,7 @@ func (l *Log) integrate(ctx context.Context, tx TreeTx) (size int64, more bool, 
 			return 0, false, err
 		}
 	}
-	root, err := xtlog.TreeHash(size, reader)
+	root, err := treeHash(size, reader)
 	if err != nil {
 		return 0, false, fmt.Errorf("root of %d: %w", size, err)
 	}
@@ -219,6 +220,15 @@ func (l *Log) integrate(ctx context.Context, tx TreeTx) (size int64, more bool, 
 		return 0, false, err
 	}
 	return size, len(hashes) == batchSize, nil
+}
+
+// treeHash is xtlog.TreeHash, with RFC 6962's hash of the empty tree
+// (SHA-256 of nothing) for n = 0.
+func treeHash(n int64, r xtlog.HashReader) (xtlog.Hash, error) {
+	if n == 0 {
+		return xtlog.Hash(sha256.Sum256(nil)), nil
+	}
+	return xtlog.TreeHash(n, r)
 }
 
 // signedByKey reports whether a stored checkpoint verifies with the log's

@@ -16,32 +16,59 @@ import (
 )
 
 // ErrNotVerifiable marks a record whose proof cannot be re-checked
-// offline (an ID token needs its provider's keys); VerifyLog reports it
-// without counting it as a failure.
+// offline: a method this package has no check for, or a signer it cannot
+// check. A log with such a record does not verify.
 var ErrNotVerifiable = errors.New("not verifiable offline")
 
+// ErrServerAttested marks a record that carries no proof and is the
+// server's word alone: the revocations an account deletion writes. It can
+// only remove links, never add one; LogVerifier reports it as a warning.
+var ErrServerAttested = errors.New("the server's word")
+
 // Record re-verifies one record's proof from the bytes it carries. It
-// does not check the record's place in the chain (see LogVerifier), nor
+// does not check the record's place in the log (see LogVerifier), nor
 // a server-issued revocation of a key-carried link, which needs the
 // record it revokes.
 func Record(e *identity.Evidence) error {
-	switch {
-	case e.Method == identity.MethodRevocation && e.Purpose == "":
-		return verifyKeyRevocation(e, nil)
-	case e.From.Kind == identity.KindOIDC && (e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodRevocation):
-		return oidcRecord(e)
-	case e.Method == identity.MethodOIDCEmailVerified:
-		_, err := LoginRecord(e)
-		return err
-	case e.Method == identity.MethodSSHChallenge, e.Method == identity.MethodPGPChallenge, e.Method == identity.MethodRevocation:
-		if err := checkStatement(e); err != nil {
-			return err
-		}
-		return verifySignature(e)
-	case e.Method.KeyCarried():
-		return verifyKeyLink(e)
+	check := checkFor(e)
+	if check == nil {
+		return fmt.Errorf("%w: no check for method %q", ErrNotVerifiable, e.Method)
 	}
-	return fmt.Errorf("%w: method %s", ErrNotVerifiable, e.Method)
+	return check(e)
+}
+
+// checkFor returns the check of e's kind of record, nil when there is
+// none. Each method of evidence has its case here; a new method is one
+// case and its check function.
+func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
+	switch e.Method {
+	case identity.MethodRevocation:
+		switch {
+		case e.Purpose == "":
+			return func(e *identity.Evidence) error { return verifyKeyRevocation(e, nil) }
+		case e.From.Kind == identity.KindOIDC:
+			return oidcRecord
+		}
+		return signedStatement
+	case identity.MethodOIDCLogin:
+		return oidcRecord
+	case identity.MethodOIDCEmailVerified:
+		return func(e *identity.Evidence) error { _, err := LoginRecord(e); return err }
+	case identity.MethodSSHChallenge, identity.MethodPGPChallenge:
+		return signedStatement
+	case identity.MethodPGPAuthSubkey, identity.MethodPGPAuthSubkeySigned, identity.MethodPGPUIDSelfSig:
+		return verifyKeyLink
+	}
+	return nil
+}
+
+// signedStatement checks a record whose proof is From's signature over a
+// challenge statement that says what the record says.
+func signedStatement(e *identity.Evidence) error {
+	if err := checkStatement(e); err != nil {
+		return err
+	}
+	return verifySignature(e)
 }
 
 // checkStatement checks that the signed statement says what the record
@@ -175,7 +202,9 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 type Failure struct {
 	Seq    int64
 	Reason string
-	// Warning marks what could not be checked offline, not a failure.
+	// Warning marks a record that is the server's word alone
+	// (ErrServerAttested), not a failure; every other record that cannot
+	// be checked is one.
 	Warning bool
 }
 
@@ -211,7 +240,7 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		err = Record(e)
 	}
 	switch {
-	case errors.Is(err, ErrNotVerifiable):
+	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
 	case err != nil:
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error()})
