@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
 )
@@ -58,6 +60,27 @@ func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
 		return signedStatement
 	case identity.MethodPGPAuthSubkey, identity.MethodPGPAuthSubkeySigned, identity.MethodPGPUIDSelfSig:
 		return verifyKeyLink
+	case identity.MethodOIDCKeySet:
+		return keySetRecord
+	}
+	return nil
+}
+
+// keySetRecord checks an oidc.jwks record's form: a provider, its issuer
+// in the statement, and a public signing key. That the provider published
+// the key is the server's word, which anyone can compare with the
+// provider's key set; what the log guarantees is that everyone sees the
+// same key before any token it verifies.
+func keySetRecord(e *identity.Evidence) error {
+	if e.From.Kind != identity.KindOIDCProvider || e.Handle != "" || !e.To.IsZero() || e.Purpose != "" {
+		return fmt.Errorf("an %s record must come from a provider and name nothing else", e.Method)
+	}
+	want := fmt.Sprintf("%s\n\nissuer: %s\n", identity.KeySetStatementTitle, e.From.Value)
+	if !bytes.HasPrefix(e.Statement, []byte(want)) {
+		return fmt.Errorf("the statement does not name the provider %s", e.From.Value)
+	}
+	if err := oidc.CheckSigningJWK(e.SignerKey); err != nil {
+		return err
 	}
 	return nil
 }
@@ -216,7 +239,10 @@ type LogVerifier struct {
 	prevHash []byte
 	// keyLinks remembers key-carried records, for their revocations.
 	keyLinks map[int64]*identity.Evidence
-	count    int
+	// keySets holds the provider keys of oidc.jwks records so far, by
+	// issuer and then JWK.
+	keySets map[string]map[string]bool
+	count   int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -239,6 +265,9 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	} else {
 		err = Record(e)
 	}
+	if err == nil {
+		err = v.checkProviderKey(e)
+	}
 	switch {
 	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
@@ -253,9 +282,33 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		light.SignerKey, light.Statement = nil, nil
 		v.keyLinks[e.Seq] = &light
 	}
+	if e.Method == identity.MethodOIDCKeySet && err == nil {
+		if v.keySets == nil {
+			v.keySets = map[string]map[string]bool{}
+		}
+		if v.keySets[e.From.Value] == nil {
+			v.keySets[e.From.Value] = map[string]bool{}
+		}
+		v.keySets[e.From.Value][string(e.SignerKey)] = true
+	}
 	v.prevSeq, v.prevHash = e.Seq, bytes.Clone(e.Hash)
 	v.count++
 	return out
+}
+
+// checkProviderKey checks that the provider key a record's ID token was
+// verified with is one an earlier oidc.jwks record published, never only
+// the key the record carries itself (which anyone forging a record would
+// make up).
+func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
+	if e.From.Kind != identity.KindOIDC || len(e.SignerKey) == 0 {
+		return nil
+	}
+	issuer, _, _ := strings.Cut(e.From.Value, " ")
+	if !v.keySets[issuer][string(e.SignerKey)] {
+		return fmt.Errorf("its ID token is checked with a key of %s that no earlier oidc.jwks record published", issuer)
+	}
+	return nil
 }
 
 // Count returns how many records were added.

@@ -15,3 +15,7 @@ CREATE TABLE tlog_head (
     signed_at  timestamptz
 );
 INSERT INTO tlog_head (size) VALUES (0);
+
+-- oidc.jwks records come from the provider whose key they publish.
+ALTER TABLE factors DROP CONSTRAINT factors_kind_check;
+ALTER TABLE factors ADD CONSTRAINT factors_kind_check CHECK (kind IN ('pgp', 'ssh', 'oidc', 'email', 'oidc-provider'));
