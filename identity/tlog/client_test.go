@@ -351,3 +351,77 @@ func TestCheckpointFollowsTheKey(t *testing.T) {
 		t.Fatal("the new checkpoint verifies with the old key")
 	}
 }
+
+// TestNodesIntegrateConcurrently: several nodes' signers over one
+// database, integrating while records arrive, build one tree: every
+// record in order, and the final root is the tree of all of them.
+func TestNodesIntegrateConcurrently(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := pgtest.NewStore(t)
+	nodes := []*tlog.Log{newLog(t, st, 1), newLog(t, st, 1), newLog(t, st, 1)}
+	done := make(chan struct{})
+	for _, n := range nodes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for ctx.Err() == nil {
+				if _, err := n.Integrate(ctx); err != nil && ctx.Err() == nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for range 20 {
+		appendRecords(t, st, 13)
+	}
+	cancel()
+	for range nodes {
+		<-done
+	}
+	n, err := nodes[0].Integrate(context.Background())
+	if err != nil || n != 260 {
+		t.Fatalf("tree of %d, %v", n, err)
+	}
+	_, signed, _ := st.Checkpoint(context.Background())
+	c, err := tlog.OpenCheckpoint(signed, nodes[0].Key().VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.Log(context.Background(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree tlog.MemTree
+	for _, e := range recs {
+		if err := tree.Append(e.ComputeHash()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root, _ := tree.Root(260); root != c.Root {
+		t.Fatal("the tree the nodes built is not the tree of the records")
+	}
+}
+
+// TestRunSignsSoonAfterNotify: the background signer signs a checkpoint
+// covering an append it is told of.
+func TestRunSignsSoonAfterNotify(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := pgtest.NewStore(t)
+	key, _ := tlog.NewKey("kith.test/log", make([]byte, tlog.SeedSize))
+	l := tlog.New(st, key, tlog.Options{Interval: 50 * time.Millisecond})
+	go l.Run(ctx)
+	appendRecords(t, st, 5)
+	l.Notify()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n, _, err := st.Checkpoint(ctx); err == nil && n == 5 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint of the appended records")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -104,6 +104,7 @@ func (l *Log) Run(ctx context.Context) {
 	tick := time.NewTicker(l.interval)
 	defer tick.Stop()
 	for {
+		last := time.Now()
 		if _, err := l.Integrate(ctx); err != nil && ctx.Err() == nil {
 			l.log.Error("tlog: integrate", "err", err)
 		}
@@ -112,11 +113,16 @@ func (l *Log) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-l.kick:
-			// At most one checkpoint an interval.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(l.interval):
+			// At most one checkpoint an interval: wait out the rest of
+			// this one.
+			if wait := l.interval - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
 			}
 		}
 	}
