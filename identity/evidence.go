@@ -52,6 +52,15 @@ const (
 	// for the identity, or, for links a key carries itself, issued by the
 	// server when the key stopped carrying them.
 	MethodRevocation Method = "revocation"
+	// MethodOIDCKeySet: a provider signing key Kith fetched from the
+	// provider's JWK set and verified a login with, recorded before the
+	// first record whose ID token it verifies, so that verify-log checks
+	// tokens only against keys the log published earlier (which anyone
+	// can compare with what the provider published). From: the provider
+	// (KindOIDCProvider, its issuer); Statement: what was fetched, when;
+	// SignerKey: the JWK, exactly as the provider published it. The
+	// server's word, checkable against the provider, not a proof.
+	MethodOIDCKeySet Method = "oidc.jwks"
 )
 
 // KeyCarried reports whether m is a link an OpenPGP key carries itself

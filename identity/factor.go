@@ -26,6 +26,9 @@ const (
 	KindOIDC FactorKind = "oidc"
 	// KindEmail is an email address; its value is the address, lower-cased.
 	KindEmail FactorKind = "email"
+	// KindOIDCProvider is an OpenID provider; its value is the issuer URL.
+	// It is never linked to an identity: it signs oidc.jwks records' keys.
+	KindOIDCProvider FactorKind = "oidc-provider"
 )
 
 // ErrBadFactor means a factor's value does not fit its kind.
@@ -111,6 +114,10 @@ func (f Factor) Validate() error {
 		iss, sub, ok := strings.Cut(f.Value, " ")
 		if !ok || iss == "" || sub == "" {
 			return fmt.Errorf("%w: oidc factor %q is not \"issuer subject\"", ErrBadFactor, clip(f.Value))
+		}
+	case KindOIDCProvider:
+		if f.Value == "" || strings.ContainsAny(f.Value, " \n") {
+			return fmt.Errorf("%w: oidc-provider factor %q is not an issuer URL", ErrBadFactor, clip(f.Value))
 		}
 	case KindEmail:
 		if at := strings.LastIndexByte(f.Value, '@'); at <= 0 || at == len(f.Value)-1 || f.Value != strings.ToLower(f.Value) {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -116,8 +117,13 @@ type notingTx struct {
 	keys    []Factor
 }
 
-// Append appends e and notes whom it concerns.
+// Append appends e and notes whom it concerns. A record whose ID token a
+// provider key verifies follows the oidc.jwks record of that key, which
+// is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
+	if err := recordKeySet(ctx, n.Tx, e); err != nil {
+		return err
+	}
 	if err := n.Tx.Append(ctx, e); err != nil {
 		return err
 	}
@@ -130,6 +136,28 @@ func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
 		n.keys = append(n.keys, e.From)
 	}
 	return nil
+}
+
+// KeySetStatementTitle starts the statement of every oidc.jwks record.
+const KeySetStatementTitle = "Kith OpenID Connect provider key"
+
+// recordKeySet appends the oidc.jwks record of the provider key that
+// verified e's ID token, unless the log holds it already.
+func recordKeySet(ctx context.Context, tx Tx, e *Evidence) error {
+	if e.From.Kind != KindOIDC || len(e.SignerKey) == 0 || e.Method == MethodOIDCKeySet {
+		return nil
+	}
+	issuer, _, _ := strings.Cut(e.From.Value, " ")
+	ok, err := tx.KeySetRecorded(ctx, issuer, e.SignerKey)
+	if err != nil || ok {
+		return err
+	}
+	statement := fmt.Sprintf("%s\n\nissuer: %s\nrecorded: %s\n", KeySetStatementTitle, issuer, e.Created.UTC().Format(time.RFC3339))
+	return tx.Append(ctx, &Evidence{
+		Method: MethodOIDCKeySet, From: Factor{Kind: KindOIDCProvider, Value: issuer},
+		Label: "a signing key of " + issuer, Statement: []byte(statement),
+		SignerKey: bytes.Clone(e.SignerKey), Created: e.Created,
+	})
 }
 
 // changed returns the identities the appends concern, reading in the

@@ -45,6 +45,9 @@ type Tx interface {
 	// it as issued. ErrNotFound if there is none, ErrNonceUsed if it was
 	// answered before, ErrChallengeExpired if it expired before now.
 	ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) (*Challenge, error)
+	// KeySetRecorded reports whether the log holds an oidc.jwks record
+	// of the provider with issuer for exactly the JWK jwk.
+	KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error)
 	// Append seals e after the log's last record (Evidence.Seal) and
 	// stores it. Every node's caches learn of it when the transaction
 	// commits.

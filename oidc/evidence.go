@@ -14,6 +14,29 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 )
 
+// CheckSigningJWK reports whether jwk is a valid public signing key.
+func CheckSigningJWK(jwk []byte) error {
+	if _, err := parseSigningJWK(jwk); err != nil {
+		return fmt.Errorf("oidc: %w", err)
+	}
+	return nil
+}
+
+// parseSigningJWK parses a JWK that must be a public key for signatures.
+func parseSigningJWK(jwk []byte) (jose.JSONWebKey, error) {
+	var key jose.JSONWebKey
+	if err := key.UnmarshalJSON(jwk); err != nil {
+		return key, fmt.Errorf("JWK: %w", err)
+	}
+	if !key.IsPublic() || !key.Valid() {
+		return key, fmt.Errorf("the JWK is not a valid public key")
+	}
+	if key.Use != "" && key.Use != "sig" {
+		return key, fmt.Errorf("the JWK is for %q, not signing", key.Use)
+	}
+	return key, nil
+}
+
 // VerifyEvidence re-verifies a stored ID token with the stored JWK, without
 // any network access: the signature (by that key, with a public-key
 // algorithm the key allows), the issuer and the audience (and the
@@ -26,15 +49,9 @@ import (
 // the provider's key set (a verifier who distrusts that can compare the
 // JWK with the provider's published keys or a transparency log).
 func VerifyEvidence(rawIDToken string, jwk []byte, issuer, audience string) (*Claims, error) {
-	var key jose.JSONWebKey
-	if err := key.UnmarshalJSON(jwk); err != nil {
-		return nil, fmt.Errorf("oidc: verify evidence: JWK: %w", err)
-	}
-	if !key.IsPublic() || !key.Valid() {
-		return nil, fmt.Errorf("oidc: verify evidence: the JWK is not a valid public key")
-	}
-	if key.Use != "" && key.Use != "sig" {
-		return nil, fmt.Errorf("oidc: verify evidence: the JWK is for %q, not signing", key.Use)
+	key, err := parseSigningJWK(jwk)
+	if err != nil {
+		return nil, fmt.Errorf("oidc: verify evidence: %w", err)
 	}
 	algs := asymmetricAlgs
 	if key.Algorithm != "" {

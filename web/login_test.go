@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -40,17 +41,18 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 		t.Fatalf("claim: %d at %s:\n%s", acct.status, acct.url, acct.body)
 	}
 
-	// The evidence: an oidc.login claim and the verified email, each
-	// re-verifiable offline.
+	// The evidence: the provider key that verified the login, then an
+	// oidc.login claim and the verified email, each re-verifiable offline.
 	recs, err := s.store.Log(t.Context(), 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || recs[0].Method != identity.MethodOIDCLogin || recs[0].Purpose != identity.PurposeClaim ||
-		recs[1].Method != identity.MethodOIDCEmailVerified || recs[1].To.Value != "alice@example.org" {
+	if len(recs) != 3 || recs[0].Method != identity.MethodOIDCKeySet || !bytes.Equal(recs[0].SignerKey, recs[1].SignerKey) ||
+		recs[1].Method != identity.MethodOIDCLogin || recs[1].Purpose != identity.PurposeClaim ||
+		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Value != "alice@example.org" {
 		t.Fatalf("log after the claim: %+v", recs)
 	}
-	for _, e := range recs {
+	for _, e := range recs[1:] {
 		c, err := verify.LoginRecord(&e)
 		if err != nil {
 			t.Errorf("record %d does not re-verify: %v", e.Seq, err)
@@ -74,7 +76,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 			t.Fatalf("second login ended at %s:\n%s", back.url, back.body)
 		}
 	}
-	if n := s.logLen(); n != 2 {
+	if n := s.logLen(); n != 3 {
 		t.Errorf("a returning login appended records: %d", n)
 	}
 
@@ -148,6 +150,26 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	}
 	if s.logLen() != before {
 		t.Errorf("a logged-out session's POST wrote evidence")
+	}
+
+	// The whole log verifies as kith verify-log checks it: every token
+	// with a provider key an earlier oidc.jwks record published.
+	all, err := s.store.Log(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v verify.LogVerifier
+	keySets := 0
+	for i := range all {
+		if all[i].Method == identity.MethodOIDCKeySet {
+			keySets++
+		}
+		for _, f := range v.Add(&all[i]) {
+			t.Errorf("verify-log: record %d (%s): %s", f.Seq, all[i].Method, f.Reason)
+		}
+	}
+	if keySets != 1 {
+		t.Errorf("%d oidc.jwks records for one provider key, want 1", keySets)
 	}
 }
 

@@ -45,6 +45,9 @@ type authorizedKeysConfig struct {
 	Timeout     time.Duration
 	CacheDir    string
 	MaxAge      time.Duration
+	// LogKey, when set, is the transparency log's verifier key: only keys
+	// whose proofs are in the log are printed (see keysInLog).
+	LogKey string
 }
 
 // maxKeysBody bounds a fetched answer: a few hundred keys at most.
@@ -89,6 +92,8 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 	add("fingerprint", "print only the key with this SHA256 `fingerprint` (sshd's %f)", s, v)
 	s, v = dur(&cfg.Timeout)
 	add("timeout", "how long (a `duration`) to wait for the server", s, v)
+	s, v = str(&cfg.LogKey)
+	add("log-key", "the transparency log's verifier `key` (kith log-key prints it): print only keys whose proving records are in a checkpoint consistent with the last one seen", s, v)
 	s, v = str(&cfg.CacheDir)
 	add("cache-dir", "`directory` of last good answers", s, v)
 	add("max-age", "how old (a `duration`) a cached answer may be and still be served when the server is unavailable; 0 or off: no cache",
@@ -204,6 +209,15 @@ func authorizedKeys(ctx context.Context, out io.Writer, log *slog.Logger, cfg au
 	cacheFile := filepath.Join(cfg.CacheDir, string(handle)+".keys")
 
 	body, status, err := fetchKeys(ctx, cfg, handle)
+	if err == nil && status == http.StatusOK && cfg.LogKey != "" {
+		var lerr error
+		if body, lerr = keysInLog(ctx, cfg, log, handle, body); lerr != nil {
+			// The server answered, but not with a log that holds: its
+			// answer is not to be trusted, nor replaced by the cache's.
+			log.Warn("the server's log does not hold; printing no keys", "server", cfg.Server, "err", lerr)
+			return fmt.Errorf("%w: %v", errNoKeys, lerr)
+		}
+	}
 	switch {
 	case err != nil:
 		// Unreachable, timed out or a garbled answer: fall through.

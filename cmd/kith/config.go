@@ -53,6 +53,16 @@ type Config struct {
 	WKD WKDConfig `toml:"wkd"`
 	// HKP is the [hkp] section.
 	HKP HKPConfig `toml:"hkp"`
+	// Log is the [log] section: the transparency log's signing key.
+	Log TransparencyLogConfig `toml:"log"`
+}
+
+// TransparencyLogConfig is the [log] section.
+type TransparencyLogConfig struct {
+	// KeyFile holds the 32-byte seed of the Ed25519 key that signs the
+	// log's checkpoints. Empty means a key kept in the database, created
+	// on first start and shared by every node.
+	KeyFile string `toml:"key_file"`
 }
 
 // SMTPConfig is the [smtp] section. With no address, mails are written to
@@ -214,6 +224,7 @@ func settings() []setting {
 		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*boolValue)(&c.SMTP.StartTLS) }},
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
+		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
 	}
 }
 

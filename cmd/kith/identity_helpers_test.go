@@ -14,8 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -25,6 +27,38 @@ type apiServer struct {
 	srv   *httptest.Server
 	store *postgres.Store
 	dbURL string
+	// tlog is the server's transparency log; integrate signs what was
+	// appended without waiting for the background signer.
+	tlog *tlog.Log
+	svc  *identity.Service
+	api  *api.Handler
+	ctx  context.Context
+}
+
+// reopenLog builds the transparency log anew from the store (its key
+// read again) and serves it, with the API, at a new a.srv.
+func (a *apiServer) reopenLog() {
+	a.t.Helper()
+	l, lh, err := newTransparencyLog(a.ctx, defaultConfig(), a.store, a.svc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	a.api.Register(mux)
+	lh.Register(mux)
+	a.srv = httptest.NewServer(mux)
+	a.t.Cleanup(a.srv.Close)
+	a.tlog = l
+}
+
+// integrate has the log's tree cover every record and returns its size.
+func (a *apiServer) integrate() int64 {
+	a.t.Helper()
+	n, err := a.tlog.Integrate(context.Background())
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return n
 }
 
 func newAPIServer(t *testing.T) *apiServer {
@@ -45,9 +79,9 @@ func newAPIServer(t *testing.T) *apiServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &apiServer{t: t, srv: srv, store: st, dbURL: dbURL}
+	a := &apiServer{t: t, store: st, dbURL: dbURL, svc: svc, api: h, ctx: ctx}
+	a.reopenLog()
+	return a
 }
 
 func (a *apiServer) post(path string, in any) {

@@ -52,6 +52,7 @@ func commands() []command {
 		{"repair", "re-run the key policy over every stored key and write back what it changes", runRepair},
 		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
+		{"log-key", "print the transparency log's verifier key", runLogKey},
 		{"version", "print Kith's version", runVersion},
 	}
 }

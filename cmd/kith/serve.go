@@ -95,9 +95,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	})
 	go keys.Run(ctx)
 
+	tl, logHandler, err := newTransparencyLog(ctx, cfg, st.Store, svc, log.With("component", "tlog"))
+	if err != nil {
+		return err
+	}
+	go tl.Run(ctx)
+
 	mux := http.NewServeMux()
 	keys.Register(mux)
 	ids.Register(mux)
+	logHandler.Register(mux)
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -379,6 +381,33 @@ func TestServeWiresEveryFrontend(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
 		}
+	}
+	// The background signer signs a first checkpoint at start, by the key
+	// that /log/key serves and kith log-key prints.
+	var checkpoint []byte
+	if !eventually(30*time.Second, 50*time.Millisecond, func() bool {
+		resp, err := http.Get(base + "/log/checkpoint")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		checkpoint, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatal("no checkpoint signed")
+	}
+	resp, err = http.Get(base + "/log/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	printed, stderr, err := kithCmd("log-key", "--database-url", url, "--listen", s.addr)
+	if err != nil || printed != string(served) {
+		t.Fatalf("kith log-key printed %q (%v %s), /log/key serves %q", printed, err, stderr, served)
+	}
+	if _, err := tlog.OpenCheckpoint(checkpoint, strings.TrimSpace(printed)); err != nil {
+		t.Fatalf("the served checkpoint does not verify with the printed key: %v", err)
 	}
 	s.stop(t)
 }

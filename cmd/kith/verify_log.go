@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -32,12 +34,16 @@ const logPageSize = 1000
 func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	fs := flag.NewFlagSet("kith verify-log", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	server := fs.String("server", "", "fetch the log from the Kith server at `URL`")
-	file := fs.String("file", "", "read the log from `file` (JSON pages of GET /api/v1/log, one after another; - for stdin)")
+	server := fs.String("server", "", "fetch the log from the Kith server at `URL` and check it against its signed checkpoint")
+	file := fs.String("file", "", "read the log from `file` (JSON pages of GET /api/v1/log, one after another; - for stdin); no checkpoint is checked")
+	stateFile := fs.String("state", "", "remember the log key and the last verified checkpoint in `file`, and prove the next one consistent with it")
+	logKeyFlag := fs.String("log-key", "", "the log's verifier `key` (as kith log-key prints it); default: the one in --state, else the server's, trusted on first use")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each page fetch may take")
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL | --file FILE)\n\n")
-		fmt.Fprintf(env.stderr, "Re-verifies every evidence record's signature and the whole hash chain, printing each failure.\n\n")
+		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE)\n\n")
+		fmt.Fprintf(env.stderr, "Re-verifies every evidence record's proof and the hash chain, printing each failure; with --server, also\n")
+		fmt.Fprintf(env.stderr, "that the records are exactly the entries of the log's signed checkpoint, and with --state that it is\n")
+		fmt.Fprintf(env.stderr, "consistent with the checkpoint verified last time.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -47,12 +53,23 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: give exactly one of --server and --file", errUsage)
 	}
+	if *file != "" && (*stateFile != "" || *logKeyFlag != "") {
+		return fmt.Errorf("%w: --state and --log-key check a server's checkpoint; they need --server", errUsage)
+	}
 	var v verify.LogVerifier
+	var tree tlog.MemTree
 	failed := 0
 	check := func(r api.LogRecord) {
 		e, err := r.Evidence()
 		if err != nil {
 			fmt.Fprintf(env.stdout, "record %d: FAIL: undecodable: %v\n", r.Seq, err)
+			failed++
+			return
+		}
+		// The entry is the hash of what the record says, whatever hash it
+		// claims: a changed record is not the entry the checkpoint signed.
+		if err := tree.Append(e.ComputeHash()); err != nil {
+			fmt.Fprintf(env.stdout, "record %d: FAIL: %v\n", r.Seq, err)
 			failed++
 			return
 		}
@@ -69,21 +86,45 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 			failed++
 		}
 	}
-	var err error
-	if *server != "" {
-		err = fetchLog(ctx, *server, *timeout, check)
-	} else {
-		err = readLogFile(*file, check)
+	if *file != "" {
+		if err := readLogFile(*file, check); err != nil {
+			return err
+		}
+		return verifyLogResult(env, &v, failed, "no checkpoint checked")
 	}
+	lc, err := newLogClient(ctx, *server, *timeout, *stateFile, *logKeyFlag, env.stdout)
 	if err != nil {
 		return err
 	}
+	cp, err := lc.checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fetchLog(ctx, *server, *timeout, check); err != nil {
+		return err
+	}
+	if err := lc.checkTree(&tree, cp); err != nil {
+		fmt.Fprintf(env.stdout, "FAIL: %v\n", err)
+		return fmt.Errorf("%w: %w", errLogInvalid, err)
+	}
+	summary := fmt.Sprintf("checkpoint %d %s", cp.Size, base64.StdEncoding.EncodeToString(cp.Root[:]))
+	if extra := tree.Size() - cp.Size; extra > 0 {
+		summary += fmt.Sprintf(" (%d later records not in it yet)", extra)
+	}
+	if err := verifyLogResult(env, &v, failed, summary); err != nil {
+		return err
+	}
+	return lc.save()
+}
+
+// verifyLogResult prints the verdict on the records.
+func verifyLogResult(env *environment, v *verify.LogVerifier, failed int, summary string) error {
 	seq, hash := v.Head()
 	if failed > 0 {
 		fmt.Fprintf(env.stdout, "%d of %d records failed\n", failed, v.Count())
 		return fmt.Errorf("%w: %d records failed", errLogInvalid, failed)
 	}
-	fmt.Fprintf(env.stdout, "ok: %d records verified; head %d %s\n", v.Count(), seq, hex.EncodeToString(hash))
+	fmt.Fprintf(env.stdout, "ok: %d records verified; head %d %s; %s\n", v.Count(), seq, hex.EncodeToString(hash), summary)
 	return nil
 }
 

@@ -28,12 +28,13 @@ func TestVerifyLogFindsTheChangedRecord(t *testing.T) {
 	a.add("alice", k2, k1, false) // records 2 and 3
 	a.add("alice", k3, k1, true)  // record 4
 	a.revoke("alice", k2, k1)     // record 5
+	a.integrate()
 
 	out, stderr, err := kithCmd("verify-log", "--server", a.srv.URL)
 	if err != nil {
 		t.Fatalf("verify-log on a good log: %v\n%s%s", err, out, stderr)
 	}
-	if !regexp.MustCompile(`^ok: 5 records verified; head 5 [0-9a-f]{64}\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^trusting the log key 127\.0\.0\.1:11371/log\+[0-9a-f]{8}\+\S+ on first use\nok: 5 records verified; head 5 [0-9a-f]{64}; checkpoint 5 \S{44}\n$`).MatchString(out) {
 		t.Fatalf("verify-log said %q", out)
 	}
 

@@ -421,6 +421,23 @@ func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) 
 	return &out, nil
 }
 
+// KeySetRecorded reports whether an oidc.jwks record of the provider
+// with issuer holds exactly jwk, committed or staged.
+func (t *tx) KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	for _, log := range [][]identity.Evidence{t.s.log, t.appended} {
+		for _, e := range log {
+			if e.Method == identity.MethodOIDCKeySet && e.From.Kind == identity.KindOIDCProvider &&
+				e.From.Value == issuer && bytes.Equal(e.SignerKey, jwk) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // Append seals e after the log's last record (identity.Evidence.Seal)
 // and stages it, as postgres does: the factors' data is the data first
 // stored for them (which the hash then covers), and a record with a

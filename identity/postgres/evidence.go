@@ -127,6 +127,19 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
+// KeySetRecorded reports whether an oidc.jwks record of the provider
+// with issuer holds exactly jwk (see identity.Tx).
+func (t *tx) KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error) {
+	var ok bool
+	err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM evidence e JOIN factors ff ON ff.id = e.from_factor
+		WHERE ff.kind = $1 AND ff.value = $2 AND e.method = $3 AND e.signer_key = $4)`,
+		string(identity.KindOIDCProvider), issuer, string(identity.MethodOIDCKeySet), jwk).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("postgres: key set of %s: %w", issuer, err)
+	}
+	return ok, nil
+}
+
 // Append seals e after the log's head and stores it (see identity.Tx).
 // The factor data the record is hashed with is the data stored for its
 // factors, so that the hash re-computes from what the log serves.

@@ -57,7 +57,7 @@ func oidcRecord(e *identity.Evidence) error {
 		if err := checkStatement(e); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: the revocation keeps no ID token (an account deletion): it is the server's word", ErrNotVerifiable)
+		return fmt.Errorf("%w: the revocation keeps no ID token (an account deletion)", ErrServerAttested)
 	}
 	var err error
 	if _, perr := identity.ParseStatement(e.Statement); perr == nil {

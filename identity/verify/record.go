@@ -9,41 +9,91 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
 )
 
 // ErrNotVerifiable marks a record whose proof cannot be re-checked
-// offline (an ID token needs its provider's keys); VerifyLog reports it
-// without counting it as a failure.
+// offline: a method this package has no check for, or a signer it cannot
+// check. A log with such a record does not verify.
 var ErrNotVerifiable = errors.New("not verifiable offline")
 
+// ErrServerAttested marks a record that carries no proof and is the
+// server's word alone: the revocations an account deletion writes. It can
+// only remove links, never add one; LogVerifier reports it as a warning.
+var ErrServerAttested = errors.New("the server's word")
+
 // Record re-verifies one record's proof from the bytes it carries. It
-// does not check the record's place in the chain (see LogVerifier), nor
+// does not check the record's place in the log (see LogVerifier), nor
 // a server-issued revocation of a key-carried link, which needs the
 // record it revokes.
 func Record(e *identity.Evidence) error {
-	switch {
-	case e.Method == identity.MethodEmailVerified:
-		return emailRecord(e)
-	case e.Method == identity.MethodRevocation && e.Purpose == "":
-		return verifyKeyRevocation(e, nil)
-	case e.From.Kind == identity.KindOIDC && (e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodRevocation):
-		return oidcRecord(e)
-	case e.Method == identity.MethodOIDCEmailVerified:
-		_, err := LoginRecord(e)
-		return err
-	case e.Method == identity.MethodSSHChallenge, e.Method == identity.MethodPGPChallenge, e.Method == identity.MethodRevocation:
-		if err := checkStatement(e); err != nil {
-			return err
-		}
-		return verifySignature(e)
-	case e.Method.KeyCarried():
-		return verifyKeyLink(e)
+	check := checkFor(e)
+	if check == nil {
+		return fmt.Errorf("%w: no check for method %q", ErrNotVerifiable, e.Method)
 	}
-	return fmt.Errorf("%w: method %s", ErrNotVerifiable, e.Method)
+	return check(e)
+}
+
+// checkFor returns the check of e's kind of record, nil when there is
+// none. Each method of evidence has its case here; a new method is one
+// case and its check function.
+func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
+	switch e.Method {
+	case identity.MethodRevocation:
+		switch {
+		case e.Purpose == "":
+			return func(e *identity.Evidence) error { return verifyKeyRevocation(e, nil) }
+		case e.From.Kind == identity.KindOIDC:
+			return oidcRecord
+		}
+		return signedStatement
+	case identity.MethodOIDCLogin:
+		return oidcRecord
+	case identity.MethodOIDCEmailVerified:
+		return func(e *identity.Evidence) error { _, err := LoginRecord(e); return err }
+	case identity.MethodSSHChallenge, identity.MethodPGPChallenge:
+		return signedStatement
+	case identity.MethodPGPAuthSubkey, identity.MethodPGPAuthSubkeySigned, identity.MethodPGPUIDSelfSig:
+		return verifyKeyLink
+	case identity.MethodOIDCKeySet:
+		return keySetRecord
+	case identity.MethodEmailVerified:
+		return emailRecord
+	}
+	return nil
+}
+
+// keySetRecord checks an oidc.jwks record's form: a provider, its issuer
+// in the statement, and a public signing key. That the provider published
+// the key is the server's word, which anyone can compare with the
+// provider's key set; what the log guarantees is that everyone sees the
+// same key before any token it verifies.
+func keySetRecord(e *identity.Evidence) error {
+	if e.From.Kind != identity.KindOIDCProvider || e.Handle != "" || !e.To.IsZero() || e.Purpose != "" {
+		return fmt.Errorf("an %s record must come from a provider and name nothing else", e.Method)
+	}
+	want := fmt.Sprintf("%s\n\nissuer: %s\n", identity.KeySetStatementTitle, e.From.Value)
+	if !bytes.HasPrefix(e.Statement, []byte(want)) {
+		return fmt.Errorf("the statement does not name the provider %s", e.From.Value)
+	}
+	if err := oidc.CheckSigningJWK(e.SignerKey); err != nil {
+		return err
+	}
+	return nil
+}
+
+// signedStatement checks a record whose proof is From's signature over a
+// challenge statement that says what the record says.
+func signedStatement(e *identity.Evidence) error {
+	if err := checkStatement(e); err != nil {
+		return err
+	}
+	return verifySignature(e)
 }
 
 // checkStatement checks that the signed statement says what the record
@@ -177,7 +227,9 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 type Failure struct {
 	Seq    int64
 	Reason string
-	// Warning marks what could not be checked offline, not a failure.
+	// Warning marks a record that is the server's word alone
+	// (ErrServerAttested), not a failure; every other record that cannot
+	// be checked is one.
 	Warning bool
 }
 
@@ -189,7 +241,10 @@ type LogVerifier struct {
 	prevHash []byte
 	// keyLinks remembers key-carried records, for their revocations.
 	keyLinks map[int64]*identity.Evidence
-	count    int
+	// keySets holds the provider keys of oidc.jwks records so far, by
+	// issuer and then JWK.
+	keySets map[string]map[string]bool
+	count   int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -212,8 +267,11 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	} else {
 		err = Record(e)
 	}
+	if err == nil {
+		err = v.checkProviderKey(e)
+	}
 	switch {
-	case errors.Is(err, ErrNotVerifiable):
+	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
 	case err != nil:
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error()})
@@ -226,9 +284,33 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		light.SignerKey, light.Statement = nil, nil
 		v.keyLinks[e.Seq] = &light
 	}
+	if e.Method == identity.MethodOIDCKeySet && err == nil {
+		if v.keySets == nil {
+			v.keySets = map[string]map[string]bool{}
+		}
+		if v.keySets[e.From.Value] == nil {
+			v.keySets[e.From.Value] = map[string]bool{}
+		}
+		v.keySets[e.From.Value][string(e.SignerKey)] = true
+	}
 	v.prevSeq, v.prevHash = e.Seq, bytes.Clone(e.Hash)
 	v.count++
 	return out
+}
+
+// checkProviderKey checks that the provider key a record's ID token was
+// verified with is one an earlier oidc.jwks record published, never only
+// the key the record carries itself (which anyone forging a record would
+// make up).
+func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
+	if e.From.Kind != identity.KindOIDC || len(e.SignerKey) == 0 {
+		return nil
+	}
+	issuer, _, _ := strings.Cut(e.From.Value, " ")
+	if !v.keySets[issuer][string(e.SignerKey)] {
+		return fmt.Errorf("its ID token is checked with a key of %s that no earlier oidc.jwks record published", issuer)
+	}
+	return nil
 }
 
 // Count returns how many records were added.

@@ -1,0 +1,89 @@
+// tlog.go: wiring the transparency log: its key (log.key_file, or the
+// database's shared secret), its origin (from public_url), the background
+// signer, and `kith log-key`, which prints the verifier key.
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/tlog"
+)
+
+// logKeySecret names the log key's seed in the secrets table.
+const logKeySecret = "log.key"
+
+// logOrigin is the log's origin line and key name: public_url without
+// its scheme, and "/log".
+func (c Config) logOrigin() string {
+	u := c.publicURL()
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	return strings.TrimSuffix(u, "/") + "/log"
+}
+
+// logKey returns the log's signing key: from log.key_file when set (32
+// random bytes, the Ed25519 seed), else the store's shared secret, so
+// that every node of one database signs with the same key.
+func logKey(ctx context.Context, cfg Config, st *postgres.Store) (*tlog.Key, error) {
+	var seed []byte
+	var err error
+	if cfg.Log.KeyFile == "" {
+		seed, err = st.Secret(ctx, logKeySecret, tlog.SeedSize)
+	} else if seed, err = os.ReadFile(cfg.Log.KeyFile); err == nil && len(seed) != tlog.SeedSize {
+		err = fmt.Errorf("%s holds %d bytes, want exactly %d random bytes", cfg.Log.KeyFile, len(seed), tlog.SeedSize)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("setting log.key_file: %w", err)
+	}
+	return tlog.NewKey(cfg.logOrigin(), seed)
+}
+
+// newTransparencyLog returns the signer that integrates svc's appends
+// into the tree (its Run is the caller's to start), told of each of
+// them, and the handler serving /log/.
+func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc *identity.Service, log *slog.Logger) (*tlog.Log, *tlog.Handler, error) {
+	key, err := logKey(ctx, cfg, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := tlog.New(st, key, tlog.Options{Logger: log})
+	svc.Subscribe(func(context.Context, []identity.Handle) { l.Notify() })
+	return l, tlog.NewHandler(st, key.VerifierKey(), log), nil
+}
+
+func runLogKey(ctx context.Context, env *environment, args []string) error {
+	fs := flag.NewFlagSet("kith log-key", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: kith log-key [settings]\n\nPrints the transparency log's verifier key (as GET /log/key serves it).\n\n")
+		fs.PrintDefaults()
+	}
+	cfg, rest, err := loadConfig(fs, args, env.environ)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: log-key takes no arguments, got %q", errUsage, rest)
+	}
+	log := newLogger(env.stderr, cfg)
+	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	key, err := logKey(ctx, cfg, st.Store)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, key.VerifierKey())
+	return nil
+}
