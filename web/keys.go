@@ -333,7 +333,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, uploadPage(p, []uploadResult{{Result: "rejected", Reason: "nothing was pasted"}}))
 		return
 	}
-	results := h.addKeys(r.Context(), data)
+	results := h.addKeys(r.Context(), data, s != nil && s.Handle != "")
 	status := http.StatusOK
 	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
 		status = http.StatusUnprocessableEntity
@@ -344,7 +344,9 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 // addKeys stores every key in data that passes the policy.
-func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
+// loggedIn says a logged-in session uploads them (the upload policy may
+// accept more then).
+func (h *Handler) addKeys(ctx context.Context, data []byte, loggedIn bool) []uploadResult {
 	var out []uploadResult
 	rd := pgp.NewReader(bytes.NewReader(data))
 	for ctx.Err() == nil {
@@ -361,7 +363,7 @@ func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
 			out = append(out, uploadResult{Result: "rejected", Reason: "the rest of the text is not OpenPGP data"})
 			break
 		}
-		out = append(out, h.addKey(ctx, k))
+		out = append(out, h.addKey(ctx, k, loggedIn))
 	}
 	if len(out) == 0 {
 		out = append(out, uploadResult{Result: "rejected", Reason: "no OpenPGP public key was found in the text"})
@@ -369,7 +371,7 @@ func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
 	return out
 }
 
-func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
+func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadResult {
 	res := uploadResult{}
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
@@ -383,6 +385,18 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 	if rep.Total() > 0 {
 		res.Dropped = rep.String()
 	}
+	if h.opts.MayUpload != nil {
+		if err := h.opts.MayUpload(ctx, identity.Upload{Fingerprint: applied.Fingerprint(), LoggedIn: loggedIn}); err != nil {
+			var ie *identity.Error
+			if errors.As(err, &ie) {
+				res.Result, res.Reason = "rejected", ie.Msg
+				return res
+			}
+			h.log.ErrorContext(ctx, "web: upload: upload policy", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
+			res.Result, res.Reason = "error", "the identity store failed; try again later"
+			return res
+		}
+	}
 	change, err := h.deps.Keys.AddKey(ctx, applied)
 	if err != nil {
 		h.log.ErrorContext(ctx, "web: upload: store", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
@@ -390,6 +404,12 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 		return res
 	}
 	res.Result = change.String()
+	switch change {
+	case identity.KeyBlocked:
+		res.Result, res.Reason = "rejected", change.Reason()
+	case identity.KeyReduced:
+		res.Reason = change.Reason()
+	}
 	return res
 }
 

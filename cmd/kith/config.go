@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/oidc"
 )
 
@@ -45,6 +46,16 @@ type Config struct {
 	Web WebConfig `toml:"web"`
 	// OIDC is the [oidc] section: the [[oidc.provider]] people log in with.
 	OIDC OIDCConfig `toml:"oidc"`
+	// HKP is the [hkp] section: what the server accepts.
+	HKP HKPConfig `toml:"hkp"`
+}
+
+// HKPConfig is the [hkp] section.
+type HKPConfig struct {
+	// Uploads is the upload policy: "open", "identities" (only keys
+	// proven for an identity, or uploaded by a logged-in session) or "off"
+	// (a read-only mirror); recon fetches follow it too.
+	Uploads string `toml:"uploads"`
 }
 
 // WebConfig is the [web] section.
@@ -108,6 +119,7 @@ func defaultConfig() Config {
 			Interval: Duration(60 * time.Second),
 		},
 		Web: WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
+		HKP: HKPConfig{Uploads: string(identity.UploadsOpen)},
 	}
 }
 
@@ -165,6 +177,7 @@ func settings() []setting {
 		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
 		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*boolValue)(&c.Web.SecureCookies) }},
 		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
+		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.Uploads) }},
 	}
 }
 
@@ -325,6 +338,9 @@ func (c Config) validate() error {
 	}
 	if c.Web.SessionLifetime <= 0 {
 		return errors.New("setting web.session_lifetime: must be positive")
+	}
+	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
+		return fmt.Errorf("setting hkp.uploads: %w", err)
 	}
 	for i, p := range c.Recon.Peers {
 		if err := validateListen(p.Address); err != nil {

@@ -78,9 +78,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	uploads := identity.UploadPolicy(cfg.HKP.Uploads)
+	mayUpload := func(ctx context.Context, fp []byte) error {
+		return svc.MayUpload(ctx, uploads, identity.Upload{Fingerprint: fp})
+	}
 	var peers *recon.Manager
 	if reconLn != nil {
-		if peers, err = startRecon(ctx, cfg, st.Store, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
+		if peers, err = startRecon(ctx, cfg, st.Store, policy, mayUpload, reconLn, ln.Addr().String(), log, reg); err != nil {
 			return err
 		}
 	}
@@ -90,6 +94,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger:     log.With("component", "hkp"),
 		Registerer: reg,
 		ExtraStats: reconStats(peers),
+		MayUpload:  mayUpload,
 	})
 	go keys.Run(ctx)
 
