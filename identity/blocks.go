@@ -5,6 +5,7 @@
 package identity
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -53,6 +54,27 @@ type OperatorAction struct {
 	Reason          string
 	Actor           string
 	Created         time.Time
+}
+
+// BlockOutcome says what adding a block did to the stored key.
+type BlockOutcome string
+
+// The outcomes of adding a block.
+const (
+	BlockKeyNotStored  BlockOutcome = "the key is not stored; it will be refused"
+	BlockKeyRemoved    BlockOutcome = "the key was removed from the store"
+	BlockKeyTombstoned BlockOutcome = "the key was reduced to its primary key and revocations"
+	BlockKeyCleaned    BlockOutcome = "the key is stored without the blocked packet"
+	BlockKeyUnchanged  BlockOutcome = "the stored key does not carry the blocked packet"
+	// BlockKeyAlreadyGone: a deletion of a key blocked or deleted before.
+	BlockKeyAlreadyGone BlockOutcome = "the key was deleted or blocked before"
+)
+
+// Blocklist is the store of blocks (identity/postgres.Store is one).
+type Blocklist interface {
+	// AddBlock adds b and applies it to the stored key in one
+	// transaction; ErrAlreadyBlocked if the same block exists.
+	AddBlock(ctx context.Context, b Block) (BlockOutcome, error)
 }
 
 // Errors of blocklist changes.

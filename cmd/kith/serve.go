@@ -140,7 +140,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // pages, recon, `kith load`, `kith repair`) refreshes the links the key
 // carries before it returns.
 func newIdentityService(st *postgres.Store, server string, log *slog.Logger) (*identity.Service, error) {
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server})
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st})
 	if err != nil {
 		return nil, err
 	}

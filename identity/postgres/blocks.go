@@ -100,18 +100,6 @@ func (s *Store) applyBlocks(p *pendingKey, kb *keyBlocks) error {
 	return nil
 }
 
-// BlockOutcome says what adding a block did to the stored key.
-type BlockOutcome string
-
-// The outcomes of AddBlock.
-const (
-	BlockKeyNotStored  BlockOutcome = "the key is not stored; it will be refused"
-	BlockKeyRemoved    BlockOutcome = "the key was removed from the store"
-	BlockKeyTombstoned BlockOutcome = "the key was reduced to its primary key and revocations"
-	BlockKeyCleaned    BlockOutcome = "the key is stored without the blocked packet"
-	BlockKeyUnchanged  BlockOutcome = "the stored key does not carry the blocked packet"
-)
-
 // AddBlock adds b to the blocklist, records the action (who, when, why)
 // and applies it to the stored key, all in one transaction: a key blocked
 // whole is deleted (or, with KeepRevocations, rewritten as its
@@ -119,7 +107,7 @@ const (
 // the change through the key-change notification; this node's key-change
 // hooks run before AddBlock returns (for a deleted key, with the form it
 // had). A block that exists already is ErrAlreadyBlocked.
-func (s *Store) AddBlock(ctx context.Context, b identity.Block) (BlockOutcome, error) {
+func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
 	if len(b.Fingerprint) == 0 {
 		return "", errors.New("postgres: add block: no fingerprint")
 	}
@@ -133,7 +121,7 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (BlockOutcome, e
 	if b.Origin == identity.BlockByOwner {
 		action = "owner-delete"
 	}
-	var outcome BlockOutcome
+	var outcome identity.BlockOutcome
 	var hookKey *pgp.Key
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(encode($2::bytea, 'hex')))",
@@ -157,7 +145,7 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (BlockOutcome, e
 		err := tx.QueryRow(ctx, "SELECT id, digest, packets FROM keys WHERE fingerprint = $1 FOR UPDATE",
 			b.Fingerprint).Scan(&id, &digest, &packets)
 		if errors.Is(err, pgx.ErrNoRows) {
-			outcome = BlockKeyNotStored
+			outcome = identity.BlockKeyNotStored
 			return nil
 		}
 		if err != nil {
@@ -184,10 +172,10 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (BlockOutcome, e
 			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", KeyChangesChannel, payload); err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
-			outcome, hookKey = BlockKeyRemoved, stored
+			outcome, hookKey = identity.BlockKeyRemoved, stored
 			return nil
 		case !p.reduced:
-			outcome = BlockKeyUnchanged
+			outcome = identity.BlockKeyUnchanged
 			return nil
 		}
 		if err := updateKeys(ctx, tx, []*pendingKey{p}); err != nil {
@@ -199,9 +187,9 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (BlockOutcome, e
 		if err := notifyChanges(ctx, tx, []*pendingKey{p}); err != nil {
 			return err
 		}
-		outcome, hookKey = BlockKeyCleaned, p.key
+		outcome, hookKey = identity.BlockKeyCleaned, p.key
 		if p.tomb {
-			outcome = BlockKeyTombstoned
+			outcome = identity.BlockKeyTombstoned
 		}
 		return nil
 	})
