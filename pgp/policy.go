@@ -296,6 +296,9 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 		kc.km = km
 	}
 	kc.sigs = p.filterSigs(prim, c.kind, c.pkt.Body, kc.km, c.sigs, rep)
+	if c.kind != kindSubkey {
+		kc.sigs = keepAttested(kc.sigs, rep)
+	}
 	// A valid self-revocation binds too: gpg keeps revoked user IDs that
 	// carry only their revocation (Debian's keyring has many), and no one
 	// but the key holder can make one.
@@ -363,8 +366,10 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 			}
 			continue
 		}
-		if kind == kindSubkey {
-			rep.add(DropMisplacedSignature, 1) // only the primary key binds subkeys
+		if kind == kindSubkey || info.sigType == sigTypeAttestation {
+			// Only the primary key binds subkeys, and only the key holder
+			// attests certifications.
+			rep.add(DropMisplacedSignature, 1)
 			continue
 		}
 		kept = append(kept, keptSig{pkt: s, info: info})

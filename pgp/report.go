@@ -73,6 +73,9 @@ const (
 	// DropUnknownAlgorithm: a signature or subkey of a public-key algorithm
 	// RFC 9580 does not define, whose fields cannot be checked.
 	DropUnknownAlgorithm
+	// DropUnattestedCertification: a third-party certification of a user
+	// ID whose holder attested others but not this one.
+	DropUnattestedCertification
 
 	numDropReasons
 )
@@ -99,6 +102,8 @@ var dropReasonNames = [numDropReasons]string{
 	DropKeySizeLimit:         "key-size-limit",
 	DropUnreadableVersion:    "unreadable-version",
 	DropUnknownAlgorithm:     "unknown-algorithm",
+
+	DropUnattestedCertification: "unattested-certification",
 }
 
 // String returns the reason's stable kebab-case name (for logs and metrics).

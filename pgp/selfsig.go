@@ -65,7 +65,7 @@ func sigAllowedFor(t uint8, kind componentKind) bool {
 	case kindDirect:
 		return t == sigTypeDirectKey || t == sigTypeKeyRevoke
 	case kindUserID, kindUserAttribute:
-		return (t >= sigTypeGenericCert && t <= sigTypePositiveCert) || t == sigTypeCertRevoke
+		return (t >= sigTypeGenericCert && t <= sigTypePositiveCert) || t == sigTypeCertRevoke || t == sigTypeAttestation
 	case kindSubkey:
 		return t == sigTypeSubkeyBind || t == sigTypeSubkeyRevoke
 	}
@@ -139,6 +139,9 @@ const hashRIPEMD160 = 3
 // over RIPEMD-160 is parsed as if it were SHA-1 (the encodings are the same)
 // and then given back its hash and hash suffix.
 func parseV4Signature(s *sigInfo) (*packet.Signature, error) {
+	if s.attestedAt > 0 {
+		return parseAttestation(s)
+	}
 	if s.version != 4 || s.hashAlgo != hashRIPEMD160 {
 		return goCryptoSignature(s.body)
 	}
@@ -153,6 +156,26 @@ func parseV4Signature(s *sigInfo) (*packet.Signature, error) {
 	}
 	gs.Hash = crypto.RIPEMD160
 	gs.HashSuffix[3] = hashRIPEMD160
+	return gs, nil
+}
+
+// parseAttestation parses an attestation key signature whose Attested
+// Certifications subpacket is marked critical, as sq makes them: go-crypto
+// refuses critical subpackets it does not know, so it parses a copy with
+// the critical bit clear, and the hashed data gets the original octet back.
+func parseAttestation(s *sigInfo) (*packet.Signature, error) {
+	b := append([]byte(nil), s.body...)
+	b[s.attestedAt] &^= 0x80
+	gs, err := goCryptoSignature(b)
+	if err != nil {
+		return nil, err
+	}
+	// The hash suffix starts with the signature's first octets, through
+	// its hashed subpackets.
+	if len(gs.HashSuffix) <= s.attestedAt || gs.HashSuffix[s.attestedAt] != b[s.attestedAt] {
+		return nil, errors.New("attestation: unexpected hash suffix layout")
+	}
+	gs.HashSuffix[s.attestedAt] = s.body[s.attestedAt]
 	return gs, nil
 }
 
