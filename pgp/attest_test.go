@@ -149,3 +149,20 @@ func TestForgedAttestationChangesNothing(t *testing.T) {
 		t.Fatalf("forged attestation: certifications by %v, %d attestations, report %s", got, n, rep)
 	}
 }
+
+func TestDescriptionShowsAttestedCertifications(t *testing.T) {
+	plain, attested, good, _ := sqAttestedKey(t)
+	p, _ := mustApply(t, mustParse(t, plain))
+	a, _ := mustApply(t, mustParse(t, attested))
+	pu, au := p.Describe().UserIDs[0], a.Describe().UserIDs[0]
+	if pu.Attested || len(pu.Certifications) != 2 {
+		t.Fatalf("unattested user ID: %+v", pu)
+	}
+	if !au.Attested || len(au.Certifications) != 1 || hexID(au.Certifications[0].Issuer) != good {
+		t.Fatalf("attested user ID: %+v", au)
+	}
+	// The attestation speaks neither for the user ID nor for the key.
+	if !au.Created.Equal(pu.Created) || !au.Primary || a.Describe().Capabilities != p.Describe().Capabilities {
+		t.Fatalf("the attestation changed the description: %+v vs %+v", a.Describe(), p.Describe())
+	}
+}

@@ -304,7 +304,7 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 	// but the key holder can make one.
 	bound := false
 	for _, s := range kc.sigs {
-		if s.self == nil {
+		if s.self == nil || s.self.attestation {
 			continue
 		}
 		bound = true

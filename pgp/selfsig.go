@@ -52,6 +52,9 @@ type selfSig struct {
 	flags       uint8 // key flags, first octet
 	primaryID   bool
 	revocation  bool
+	// attestation: an attestation key signature (attest.go), which says
+	// nothing about the user ID or the key itself.
+	attestation bool
 	// backSigned: a subkey binding that embeds a valid primary-key
 	// binding signature made by the subkey itself, so the subkey's holder
 	// consented to the binding (required for signing subkeys, optional
@@ -103,10 +106,11 @@ func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []
 		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	ss = &selfSig{
-		sigType:    uint8(gs.SigType),
-		created:    gs.CreationTime,
-		flagsValid: gs.FlagsValid,
-		revocation: s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		sigType:     uint8(gs.SigType),
+		created:     gs.CreationTime,
+		flagsValid:  gs.FlagsValid,
+		revocation:  s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		attestation: s.sigType == sigTypeAttestation,
 	}
 	if gs.KeyLifetimeSecs != nil {
 		ss.keyLifetime = *gs.KeyLifetimeSecs
@@ -296,9 +300,10 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 	writeSignedData(h, 3, primary, kind, comp, sub)
 	suffix := s.body[2:7] // type and creation time
 	ss := &selfSig{
-		sigType:    s.sigType,
-		created:    time.Unix(s.created, 0),
-		revocation: s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		sigType:     s.sigType,
+		created:     time.Unix(s.created, 0),
+		revocation:  s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		attestation: s.sigType == sigTypeAttestation,
 	}
 	if packet.PublicKeyAlgorithm(s.algo) != primary.algo {
 		return nil, fmt.Errorf("%w: algorithm mismatch", ErrBadSignature)

@@ -173,6 +173,18 @@ func (s *sigInfo) scanSubpackets(b []byte, hashed bool) error {
 	return nil
 }
 
+// issuerKeyID returns the issuer's key ID: the Issuer subpacket's, else
+// the one the issuer fingerprint implies, else 0.
+func (s *sigInfo) issuerKeyID() uint64 {
+	if s.hasIssuer {
+		return s.issuer
+	}
+	if len(s.issuerFpr) >= 8 {
+		return keyIDOfFingerprint(s.issuerFpr)
+	}
+	return 0
+}
+
 // claimsIssuer reports whether the signature names km as its issuer, by
 // fingerprint or key ID.
 func (s *sigInfo) claimsIssuer(km *keyMaterial) bool {

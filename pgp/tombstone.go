@@ -106,10 +106,7 @@ func BlockablePackets(k *Key) []BlockablePacket {
 		case TagSignature:
 			bp := BlockablePacket{Hash: PacketHash(pk.Body), Tag: pk.Tag, UserID: uid}
 			if info, err := parseSigInfo(pk.Body); err == nil {
-				bp.Issuer, bp.SigType = info.issuer, info.sigType
-				if !info.hasIssuer && len(info.issuerFpr) >= 8 {
-					bp.Issuer = keyIDOfFingerprint(info.issuerFpr)
-				}
+				bp.Issuer, bp.SigType = info.issuerKeyID(), info.sigType
 			}
 			out = append(out, bp)
 		}

@@ -66,6 +66,17 @@ type uidView struct {
 	// Corroborated: a provider verified this email for the identity the
 	// key is proven for.
 	Corroborated bool
+	// Certifications are the third-party certifications served with the
+	// user ID; Attested says the key's holder attested them (then only
+	// attested ones are served).
+	Certifications []certView
+	Attested       bool
+}
+
+// certView is one third-party certification of a user ID.
+type certView struct {
+	Issuer  string // key ID, 16 hex digits
+	Created string
 }
 
 // subkeyView is one subkey of a key's page.
@@ -272,6 +283,10 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 			uv.Status = "expired"
 		}
 		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
+		uv.Attested = u.Attested
+		for _, c := range u.Certifications {
+			uv.Certifications = append(uv.Certifications, certView{Issuer: fmt.Sprintf("%016X", c.Issuer), Created: date(c.Created)})
+		}
 		v.UserIDs = append(v.UserIDs, uv)
 	}
 	for _, s := range d.Subkeys {
