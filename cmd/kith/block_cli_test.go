@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,5 +75,18 @@ func TestBlockUserIDCleansTheKeyAndKeepsIt(t *testing.T) {
 	}
 	if list, _, _ := runKith(t, "block", "list", "--database-url", dbURL); !strings.Contains(list, "packet "+hash) || !strings.Contains(list, "personal data") {
 		t.Fatalf("block list:\n%s", list)
+	}
+	// kith load of the full key again stores it without the user ID and
+	// says so.
+	file := filepath.Join(t.TempDir(), "key.asc")
+	if err := os.WriteFile(file, armored(t, k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, err := runKith(t, "load", "--database-url", dbURL, file); err != nil || !strings.Contains(out, "1 stored in part") {
+		t.Fatalf("kith load of the blocked user ID: %v %s\n%s", err, errOut, out)
+	}
+	keys, _, _ = st.FindKeys(ctx, identity.KeyQuery{Fingerprint: k.Fingerprint(), Limit: 1})
+	if len(keys[0].UserIDs) != len(d.UserIDs)-1 {
+		t.Fatal("kith load brought the blocked user ID back")
 	}
 }
