@@ -34,6 +34,7 @@ func sqRun(t *testing.T, dir string, args ...string) []byte {
 // by op=get with that one only, also after the other is uploaded again,
 // and the key page marks it attested and says how to attest.
 func TestAttestedCertificationsThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sq := func(out string, args ...string) []byte {
 		b := sqRun(t, dir, args...)

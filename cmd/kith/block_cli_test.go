@@ -19,6 +19,7 @@ import (
 // its hash takes it out of the stored key, which stays; a hash the key
 // does not carry and bad command lines are refused with a reason.
 func TestBlockUserIDCleansTheKeyAndKeepsIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	raw, err := keygen.New(5150).Range(0, 1)
 	if err != nil {

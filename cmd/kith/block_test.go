@@ -86,6 +86,7 @@ func (n *reconNode) reconPort() string {
 // again; an upload is refused with the reason; `kith block list` shows
 // who blocked it, when and why; `kith block remove` lets it back.
 func TestBlockTwoNodesSKS(t *testing.T) {
+	t.Parallel()
 	skstest.FindBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -86,6 +86,7 @@ func postJSON(t *testing.T, url string, in, out any) int {
 // SKS peer that still holds it, change nothing; a revocation uploaded
 // later merges and is served.
 func TestOwnerDeletionThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	skstest.FindBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -40,6 +40,7 @@ func addKeyText(t *testing.T, addr string, armored []byte) (int, string) {
 // identity is accepted (its update merges); with "off" every upload is
 // refused, proven or not.
 func TestUploadPolicyThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	dbURL := pgtest.NewDatabase(t)
 	ids := startServe(t, tempDir(t), nil, "--database-url", dbURL, "--hkp-uploads", "identities")
 	// The same setting from the environment: KITH_HKP_UPLOADS.
@@ -118,6 +119,7 @@ func startServeEnv(t *testing.T, env []string, args ...string) *server {
 // uploads: under "identities" a node takes a peer's update of a proven
 // key and refuses an unproven key; under "off" it takes nothing.
 func TestReconFollowsTheUploadPolicy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	g := newTestGPG(t)
