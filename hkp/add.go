@@ -25,10 +25,11 @@ type AddResult struct {
 	// Fingerprint is the key's primary fingerprint in upper-case hex, or
 	// empty when the key could not be read far enough to have one.
 	Fingerprint string `json:"fingerprint,omitempty"`
-	// Result is "inserted", "updated", "unchanged", "rejected" or "error"
-	// (the store failed; try again).
+	// Result is "inserted", "updated", "unchanged", "reduced" (stored
+	// only in part: see Reason), "rejected" or "error" (the store failed;
+	// try again).
 	Result string `json:"result"`
-	// Reason says why a key was rejected (or the store failed).
+	// Reason says why a key was rejected or reduced (or the store failed).
 	Reason string `json:"reason,omitempty"`
 	// Dropped counts what the policy left out of an accepted key, by
 	// reason (e.g. "unbound-user-id": 1 for a grafted user ID).
@@ -42,8 +43,11 @@ type AddResponse struct {
 	Inserted  int         `json:"inserted"`
 	Updated   int         `json:"updated"`
 	Unchanged int         `json:"unchanged"`
-	Rejected  int         `json:"rejected"`
-	Errors    int         `json:"errors"`
+	// Reduced counts keys stored only in part: tombstones (only their
+	// revocations merge) and keys with blocked packets.
+	Reduced  int `json:"reduced"`
+	Rejected int `json:"rejected"`
+	Errors   int `json:"errors"`
 }
 
 // Results of one key.
@@ -63,7 +67,7 @@ func (h *Handler) serveAdd(w http.ResponseWriter, r *http.Request) {
 	resp := h.addKeys(r, data)
 	code := http.StatusOK
 	switch {
-	case resp.Inserted+resp.Updated+resp.Unchanged > 0:
+	case resp.Inserted+resp.Updated+resp.Unchanged+resp.Reduced > 0:
 	case resp.Errors > 0:
 		code = http.StatusServiceUnavailable
 	default:
@@ -213,6 +217,18 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 		return res
 	}
 	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))
+	if h.opts.MayUpload != nil {
+		if err := h.opts.MayUpload(r.Context(), applied.Fingerprint()); err != nil {
+			var ie *identity.Error
+			if errors.As(err, &ie) {
+				res.Result, res.Reason = resultRejected, ie.Msg
+				return res
+			}
+			h.log.Error("hkp: add: upload policy", "fingerprint", res.Fingerprint, "err", err)
+			res.Result, res.Reason = resultError, "the identity store failed; try again later"
+			return res
+		}
+	}
 	for _, reason := range pgp.DropReasons() {
 		if n := rep.Count(reason); n > 0 {
 			if res.Dropped == nil {
@@ -233,6 +249,12 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	// The store's key-change hook (keysChangedHere) has dropped the
 	// answers the change outdates on this node before AddKey returned.
 	res.Result = change.String()
+	switch change {
+	case identity.KeyBlocked:
+		res.Result, res.Reason = resultRejected, change.Reason()
+	case identity.KeyReduced:
+		res.Reason = change.Reason()
+	}
 	return res
 }
 
@@ -245,6 +267,8 @@ func (r *AddResponse) add(res AddResult) {
 		r.Updated++
 	case identity.KeyUnchanged.String():
 		r.Unchanged++
+	case identity.KeyReduced.String():
+		r.Reduced++
 	case resultError:
 		r.Errors++
 	default:
@@ -255,6 +279,9 @@ func (r *AddResponse) add(res AddResult) {
 // writeAddText writes the answer for people: one line per key.
 func writeAddText(w io.Writer, resp AddResponse) {
 	fmt.Fprintf(w, "%d inserted, %d updated, %d unchanged, %d rejected", resp.Inserted, resp.Updated, resp.Unchanged, resp.Rejected)
+	if resp.Reduced > 0 {
+		fmt.Fprintf(w, ", %d reduced", resp.Reduced)
+	}
 	if resp.Errors > 0 {
 		fmt.Fprintf(w, ", %d failed", resp.Errors)
 	}

@@ -120,6 +120,11 @@ type Options struct {
 	// answers are not cached: a verification changes them without
 	// changing any key.
 	VerifiedEmails identity.VerifiedEmailReader
+	// MayUpload, if set, is the server's upload policy
+	// (identity.Service.MayUpload): it is asked about every key of an
+	// upload before the store, and an *identity.Error it returns is the
+	// reason the key is refused. Nil accepts every key.
+	MayUpload func(ctx context.Context, fp []byte) error
 }
 
 func (o Options) withDefaults() Options {

@@ -80,6 +80,10 @@ const (
 	PurposeAdd Purpose = "add"
 	// PurposeRevoke: unlink a factor from an identity.
 	PurposeRevoke Purpose = "revoke"
+	// PurposeDeleteKey: the holder of an OpenPGP key asks the server to
+	// replace it by its tombstone (Service.DeleteKey). It names no handle
+	// and appends no evidence.
+	PurposeDeleteKey Purpose = "delete-key"
 )
 
 // Valid reports whether p is one of the purposes.

@@ -48,6 +48,7 @@ const (
 	CodeNotAuthorized    Code = "not_authorized"    // no proven factor authorised the new one
 	CodeNotLinked        Code = "not_linked"        // nothing to revoke
 	CodeUnsupported      Code = "unsupported"       // a factor kind this operation cannot take
+	CodeUploadRefused    Code = "upload_refused"    // the server's upload policy refuses the key
 )
 
 // Error is a refusal: the operation wrote nothing, and Code says why.

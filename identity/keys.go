@@ -94,6 +94,14 @@ const (
 	// KeyUnchanged: the key was known and the upload added nothing;
 	// nothing was written.
 	KeyUnchanged
+	// KeyBlocked: the key is on the blocklist; nothing was written.
+	KeyBlocked
+	// KeyReduced: the key is a tombstone (deleted by its owner or blocked
+	// with its revocations kept) or carries blocked packets, so the store
+	// kept less than it was given: only the revocations of a tombstone
+	// merge, blocked user IDs and certifications never do. The store was
+	// written only if what it kept changed.
+	KeyReduced
 )
 
 // String returns the outcome as HKP answers and logs name it.
@@ -105,6 +113,10 @@ func (c KeyChange) String() string {
 		return "updated"
 	case KeyUnchanged:
 		return "unchanged"
+	case KeyBlocked:
+		return "blocked"
+	case KeyReduced:
+		return "reduced"
 	}
 	return "unknown"
 }

@@ -32,6 +32,8 @@ type ServiceOptions struct {
 	Now func() time.Time
 	// Rand is the source of nonces; nil means crypto/rand.
 	Rand io.Reader
+	// Blocklist, if set, lets key holders delete their keys (DeleteKey).
+	Blocklist Blocklist
 }
 
 // Service runs the identity operations over a Store and a Verifier. It is
@@ -42,6 +44,7 @@ type Service struct {
 	server   string
 	now      func() time.Time
 	rand     io.Reader
+	blocks   Blocklist
 
 	mu   sync.Mutex
 	subs []func(ctx context.Context, handles []Handle)
@@ -52,7 +55,7 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 	if opts.Server == "" {
 		return nil, errors.New("identity: new service: no server name")
 	}
-	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand}
+	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist}
 	if s.now == nil {
 		s.now = time.Now
 	}

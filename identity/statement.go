@@ -54,7 +54,7 @@ func NewChallenge(server string, purpose Purpose, h Handle, f Factor, nonce []by
 	if strings.ContainsAny(server, "\r\n") || server == "" {
 		return nil, fmt.Errorf("identity: new challenge: server name %q must be one non-empty line", server)
 	}
-	if !purpose.Valid() {
+	if !purpose.Valid() && purpose != PurposeDeleteKey {
 		return nil, fmt.Errorf("identity: new challenge: unknown purpose %q", purpose)
 	}
 	if len(nonce) < 16 {
@@ -77,7 +77,9 @@ func (c *Challenge) render() []byte {
 	b.WriteString(statementTitle + "\n\n")
 	fmt.Fprintf(&b, "server: %s\n", c.Server)
 	fmt.Fprintf(&b, "purpose: %s\n", c.Purpose)
-	fmt.Fprintf(&b, "handle: %s\n", c.Handle)
+	if c.Purpose != PurposeDeleteKey {
+		fmt.Fprintf(&b, "handle: %s\n", c.Handle)
+	}
 	fmt.Fprintf(&b, "factor: %s\n", c.Factor)
 	if c.Factor.Kind == KindSSH {
 		fmt.Fprintf(&b, "key: %s %s\n", sshKeyType(c.Factor.Data), base64.StdEncoding.EncodeToString(c.Factor.Data))
@@ -93,6 +95,9 @@ func (c *Challenge) render() []byte {
 		b.WriteString("I link this factor to this handle.\n")
 	case PurposeRevoke:
 		b.WriteString("I unlink this factor from this handle.\n")
+	case PurposeDeleteKey:
+		b.WriteString("I hold this key and ask this server to delete it: to keep only its primary key\n" +
+			"and revocations, and never to store anything else of it again.\n")
 	}
 	return []byte(b.String())
 }
@@ -149,11 +154,15 @@ func ParseStatement(text []byte) (*Challenge, error) {
 		return nil, err
 	}
 	c.Purpose = Purpose(p)
-	h, err := need("handle")
-	if err != nil {
-		return nil, err
+	if c.Purpose != PurposeDeleteKey {
+		h, err := need("handle")
+		if err != nil {
+			return nil, err
+		}
+		c.Handle = Handle(h)
+	} else if _, ok := fields["handle"]; ok {
+		return nil, fmt.Errorf("%w: a key deletion names no handle", ErrBadStatement)
 	}
-	c.Handle = Handle(h)
 	f, err := need("factor")
 	if err != nil {
 		return nil, err

@@ -52,3 +52,27 @@ func TestParseStatementRefusesChangedText(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyDeletionStatementNamesNoHandle(t *testing.T) {
+	f, _ := ParsePGPFingerprint(strings.Repeat("cd", 20))
+	c, err := NewChallenge("Kith <https://k.example>", PurposeDeleteKey, "", f, bytes.Repeat([]byte{2}, 32), time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(c.Statement, []byte("handle:")) || !bytes.Contains(c.Statement, []byte("delete it")) {
+		t.Fatalf("deletion statement:\n%s", c.Statement)
+	}
+	got, err := ParseStatement(c.Statement)
+	if err != nil || got.Purpose != PurposeDeleteKey || got.Handle != "" || !got.Factor.Same(f) {
+		t.Fatalf("parsed %+v, %v", got, err)
+	}
+	// A handle slipped into a deletion statement is not Kith's form.
+	withHandle := bytes.Replace(c.Statement, []byte("factor:"), []byte("handle: alice\nfactor:"), 1)
+	if _, err := ParseStatement(withHandle); !errors.Is(err, ErrBadStatement) {
+		t.Fatalf("deletion statement with a handle: %v", err)
+	}
+	// The deletion purpose is not one IssueChallenge takes.
+	if PurposeDeleteKey.Valid() {
+		t.Fatal("delete-key is a valid link purpose")
+	}
+}

@@ -100,6 +100,9 @@ type Verifier interface {
 	// transferable public key) it verified against, or an *Error with
 	// code unknown_key, bad_signature or wrong_key.
 	VerifyPGP(ctx context.Context, fingerprint string, statement, sig []byte) (key []byte, err error)
+	// VerifyPGPPrimary is VerifyPGP that accepts only a signature made by
+	// the primary key itself, not by a subkey (code wrong_key).
+	VerifyPGPPrimary(ctx context.Context, fingerprint string, statement, sig []byte) (key []byte, err error)
 	// PGPKeyLinks returns the stored OpenPGP key with the fingerprint and
 	// the links it carries itself: its valid authentication subkeys as
 	// SSH factors (pgp.auth-subkey) and the emails of its valid

@@ -93,6 +93,19 @@ type UserID struct {
 	// Primary is set on the one primary user ID (the newest certification
 	// with the primary-user-ID flag, else the newest certification).
 	Primary bool
+	// Certifications are the third-party certifications kept on the user
+	// ID. When Attested is set the key's holder attested certifications
+	// (attest.go), and these are exactly the attested ones.
+	Certifications []Certification
+	Attested       bool
+}
+
+// Certification is a third-party certification of a user ID.
+type Certification struct {
+	// Issuer is the certifying key's ID (0 when the signature names none
+	// that Kith reads).
+	Issuer  uint64
+	Created time.Time
 }
 
 // Subkey is one kept subkey.
@@ -160,7 +173,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 	// signatures and the primary user ID's certification.
 	var keySig *selfSig
 	consider := func(s *selfSig) {
-		if s != nil && !s.revocation && (keySig == nil || s.created.After(keySig.created)) {
+		if s != nil && !s.revocation && !s.attestation && (keySig == nil || s.created.After(keySig.created)) {
 			keySig = s
 		}
 	}
@@ -180,6 +193,13 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 		var revokedAt time.Time
 		for _, s := range c.sigs {
 			if s.self == nil {
+				if s.info.sigType >= sigTypeGenericCert && s.info.sigType <= sigTypePositiveCert {
+					u.Certifications = append(u.Certifications, Certification{Issuer: s.info.issuerKeyID(), Created: time.Unix(s.info.created, 0).UTC()})
+				}
+				continue
+			}
+			if s.self.attestation {
+				u.Attested = true
 				continue
 			}
 			if s.self.revocation {

@@ -336,12 +336,15 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 		kc.km = km
 	}
 	kc.sigs = p.filterSigs(prim, c.kind, c.pkt.Body, kc.km, c.sigs, rep)
+	if c.kind != kindSubkey {
+		kc.sigs = keepAttested(kc.sigs, rep)
+	}
 	// A valid self-revocation binds too: gpg keeps revoked user IDs that
 	// carry only their revocation (Debian's keyring has many), and no one
 	// but the key holder can make one.
 	bound := false
 	for _, s := range kc.sigs {
-		if s.self == nil {
+		if s.self == nil || s.self.attestation {
 			continue
 		}
 		bound = true
@@ -408,8 +411,10 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 			}
 			continue
 		}
-		if kind == kindSubkey {
-			rep.add(DropMisplacedSignature, 1) // only the primary key binds subkeys
+		if kind == kindSubkey || info.sigType == sigTypeAttestation {
+			// Only the primary key binds subkeys, and only the key holder
+			// attests certifications.
+			rep.add(DropMisplacedSignature, 1)
 			continue
 		}
 		kept = append(kept, keptSig{pkt: s, info: info})
@@ -455,8 +460,8 @@ func (p Policy) markVerified(prim *keyMaterial, kind componentKind, comp []byte,
 		if s.self != nil || s.verified {
 			continue
 		}
-		id, ok := s.info.issuerKeyID()
-		if !ok {
+		id := s.info.issuerKeyID()
+		if id == 0 {
 			continue
 		}
 		for _, body := range p.Issuers(id) {

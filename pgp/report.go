@@ -77,33 +77,37 @@ const (
 	// DropFutureSignature: a signature dated more than MaxClockSkew after
 	// the policy's clock.
 	DropFutureSignature
+	// DropUnattestedCertification: a third-party certification of a user
+	// ID whose holder attested others but not this one.
+	DropUnattestedCertification
 
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
-	DropTrustPacket:          "trust-packet",
-	DropSecretKey:            "secret-key",
-	DropMisplacedPacket:      "misplaced-packet",
-	DropMisplacedSignature:   "misplaced-signature",
-	DropOrphanSignature:      "orphan-signature",
-	DropDuplicate:            "duplicate",
-	DropPacketTooLarge:       "packet-too-large",
-	DropMalformedPacket:      "malformed-packet",
-	DropMalformedSignature:   "malformed-signature",
-	DropUnsupportedSignature: "unsupported-signature",
-	DropBadSelfSignature:     "bad-self-signature",
-	DropNoIssuer:             "no-issuer",
-	DropUnboundUserID:        "unbound-user-id",
-	DropUnboundUserAttribute: "unbound-user-attribute",
-	DropUnboundSubkey:        "unbound-subkey",
-	DropCertificationFlood:   "certification-flood",
-	DropTooManyUserIDs:       "too-many-user-ids",
-	DropTooManySubkeys:       "too-many-subkeys",
-	DropKeySizeLimit:         "key-size-limit",
-	DropUnreadableVersion:    "unreadable-version",
-	DropUnknownAlgorithm:     "unknown-algorithm",
-	DropFutureSignature:      "future-signature",
+	DropTrustPacket:             "trust-packet",
+	DropSecretKey:               "secret-key",
+	DropMisplacedPacket:         "misplaced-packet",
+	DropMisplacedSignature:      "misplaced-signature",
+	DropOrphanSignature:         "orphan-signature",
+	DropDuplicate:               "duplicate",
+	DropPacketTooLarge:          "packet-too-large",
+	DropMalformedPacket:         "malformed-packet",
+	DropMalformedSignature:      "malformed-signature",
+	DropUnsupportedSignature:    "unsupported-signature",
+	DropBadSelfSignature:        "bad-self-signature",
+	DropNoIssuer:                "no-issuer",
+	DropUnboundUserID:           "unbound-user-id",
+	DropUnboundUserAttribute:    "unbound-user-attribute",
+	DropUnboundSubkey:           "unbound-subkey",
+	DropCertificationFlood:      "certification-flood",
+	DropTooManyUserIDs:          "too-many-user-ids",
+	DropTooManySubkeys:          "too-many-subkeys",
+	DropKeySizeLimit:            "key-size-limit",
+	DropUnreadableVersion:       "unreadable-version",
+	DropUnknownAlgorithm:        "unknown-algorithm",
+	DropFutureSignature:         "future-signature",
+	DropUnattestedCertification: "unattested-certification",
 }
 
 // String returns the reason's stable kebab-case name (for logs and metrics).

@@ -52,6 +52,9 @@ type selfSig struct {
 	flags       uint8 // key flags, first octet
 	primaryID   bool
 	revocation  bool
+	// attestation: an attestation key signature (attest.go), which says
+	// nothing about the user ID or the key itself.
+	attestation bool
 	// backSigned: a subkey binding that embeds a valid primary-key
 	// binding signature made by the subkey itself, so the subkey's holder
 	// consented to the binding (required for signing subkeys, optional
@@ -65,7 +68,7 @@ func sigAllowedFor(t uint8, kind componentKind) bool {
 	case kindDirect:
 		return t == sigTypeDirectKey || t == sigTypeKeyRevoke
 	case kindUserID, kindUserAttribute:
-		return (t >= sigTypeGenericCert && t <= sigTypePositiveCert) || t == sigTypeCertRevoke
+		return (t >= sigTypeGenericCert && t <= sigTypePositiveCert) || t == sigTypeCertRevoke || t == sigTypeAttestation
 	case kindSubkey:
 		return t == sigTypeSubkeyBind || t == sigTypeSubkeyRevoke
 	}
@@ -103,10 +106,11 @@ func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []
 		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	ss = &selfSig{
-		sigType:    uint8(gs.SigType),
-		created:    gs.CreationTime,
-		flagsValid: gs.FlagsValid,
-		revocation: s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		sigType:     uint8(gs.SigType),
+		created:     gs.CreationTime,
+		flagsValid:  gs.FlagsValid,
+		revocation:  s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		attestation: s.sigType == sigTypeAttestation,
 	}
 	if gs.KeyLifetimeSecs != nil {
 		ss.keyLifetime = *gs.KeyLifetimeSecs
@@ -139,6 +143,9 @@ const hashRIPEMD160 = 3
 // over RIPEMD-160 is parsed as if it were SHA-1 (the encodings are the same)
 // and then given back its hash and hash suffix.
 func parseV4Signature(s *sigInfo) (*packet.Signature, error) {
+	if s.attestedAt > 0 {
+		return parseAttestation(s)
+	}
 	if s.version != 4 || s.hashAlgo != hashRIPEMD160 {
 		return goCryptoSignature(s.body)
 	}
@@ -153,6 +160,26 @@ func parseV4Signature(s *sigInfo) (*packet.Signature, error) {
 	}
 	gs.Hash = crypto.RIPEMD160
 	gs.HashSuffix[3] = hashRIPEMD160
+	return gs, nil
+}
+
+// parseAttestation parses an attestation key signature whose Attested
+// Certifications subpacket is marked critical, as sq makes them: go-crypto
+// refuses critical subpackets it does not know, so it parses a copy with
+// the critical bit clear, and the hashed data gets the original octet back.
+func parseAttestation(s *sigInfo) (*packet.Signature, error) {
+	b := append([]byte(nil), s.body...)
+	b[s.attestedAt] &^= 0x80
+	gs, err := goCryptoSignature(b)
+	if err != nil {
+		return nil, err
+	}
+	// The hash suffix starts with the signature's first octets, through
+	// its hashed subpackets.
+	if len(gs.HashSuffix) <= s.attestedAt || gs.HashSuffix[s.attestedAt] != b[s.attestedAt] {
+		return nil, errors.New("attestation: unexpected hash suffix layout")
+	}
+	gs.HashSuffix[s.attestedAt] = s.body[s.attestedAt]
 	return gs, nil
 }
 
@@ -273,9 +300,10 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 	writeSignedData(h, 3, primary, kind, comp, sub)
 	suffix := s.body[2:7] // type and creation time
 	ss := &selfSig{
-		sigType:    s.sigType,
-		created:    time.Unix(s.created, 0),
-		revocation: s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		sigType:     s.sigType,
+		created:     time.Unix(s.created, 0),
+		revocation:  s.sigType == sigTypeKeyRevoke || s.sigType == sigTypeSubkeyRevoke || s.sigType == sigTypeCertRevoke,
+		attestation: s.sigType == sigTypeAttestation,
 	}
 	if packet.PublicKeyAlgorithm(s.algo) != primary.algo {
 		return nil, fmt.Errorf("%w: algorithm mismatch", ErrBadSignature)

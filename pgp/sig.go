@@ -26,6 +26,10 @@ const (
 	sigTypeKeyRevoke    = 0x20
 	sigTypeSubkeyRevoke = 0x28
 	sigTypeCertRevoke   = 0x30
+	// sigTypeAttestation is the attestation key signature of the OpenPGP
+	// crypto-refresh drafts (not in RFC 9580): the key holder lists the
+	// third-party certifications of a user ID that may be distributed.
+	sigTypeAttestation = 0x16
 )
 
 // Signature subpacket types used here.
@@ -33,6 +37,10 @@ const (
 	subpacketCreationTime = 2
 	subpacketIssuer       = 16
 	subpacketIssuerFpr    = 33
+	// subpacketAttestedCerts lists the digests of the certifications an
+	// attestation key signature attests (the drafts' "Attested
+	// Certifications", type 37).
+	subpacketAttestedCerts = 37
 )
 
 // sigInfo is the light parse of one signature packet.
@@ -46,6 +54,11 @@ type sigInfo struct {
 	issuer    uint64
 	hasIssuer bool
 	issuerFpr []byte
+	// attested is the content of a hashed Attested Certifications
+	// subpacket (concatenated digests), attestedAt the offset in body of
+	// its type octet when marked critical (0: not critical).
+	attested   []byte
+	attestedAt int
 	// v3 fields: the 2-byte hash prefix and the signature MPIs.
 	v3Left [2]byte
 	v3MPIs []byte
@@ -134,6 +147,13 @@ func (s *sigInfo) scanSubpackets(b []byte, hashed bool) error {
 			return fmt.Errorf("%w: bad subpacket length", ErrMalformedSignature)
 		}
 		typ, data := b[0]&0x7f, b[1:n]
+		if typ == subpacketAttestedCerts && hashed && s.attested == nil {
+			s.attested = data
+			if b[0]&0x80 != 0 {
+				// b shares body's array: its start's offset in body.
+				s.attestedAt = cap(s.body) - cap(b)
+			}
+		}
 		b = b[n:]
 		switch typ {
 		case subpacketCreationTime:
@@ -151,6 +171,18 @@ func (s *sigInfo) scanSubpackets(b []byte, hashed bool) error {
 		}
 	}
 	return nil
+}
+
+// issuerKeyID returns the issuer's key ID: the Issuer subpacket's, else
+// the one the issuer fingerprint implies, else 0.
+func (s *sigInfo) issuerKeyID() uint64 {
+	if s.hasIssuer {
+		return s.issuer
+	}
+	if len(s.issuerFpr) >= 8 {
+		return keyIDOfFingerprint(s.issuerFpr)
+	}
+	return 0
 }
 
 // claimsIssuer reports whether the signature names km as its issuer, by
@@ -176,20 +208,4 @@ func goCryptoSignature(body []byte) (*packet.Signature, error) {
 		return nil, fmt.Errorf("unexpected packet type %T", p)
 	}
 	return sig, nil
-}
-
-// issuerKeyID returns the 64-bit key ID of the signature's issuer, from the
-// issuer subpacket or the issuer fingerprint (the low 8 bytes of a v4
-// fingerprint, the high 8 of a v6 one).
-func (s *sigInfo) issuerKeyID() (uint64, bool) {
-	if s.hasIssuer {
-		return s.issuer, true
-	}
-	switch len(s.issuerFpr) {
-	case 20:
-		return binary.BigEndian.Uint64(s.issuerFpr[12:]), true
-	case 32:
-		return binary.BigEndian.Uint64(s.issuerFpr[:8]), true
-	}
-	return 0, false
 }

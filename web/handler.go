@@ -131,6 +131,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// MayUpload, if set, is the server's upload policy
+	// (identity.Service.MayUpload), asked about every uploaded key before
+	// the store; an *identity.Error it returns is shown as the reason.
+	MayUpload func(ctx context.Context, u identity.Upload) error
 }
 
 // Handler serves the web pages. Make one with NewHandler.

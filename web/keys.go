@@ -75,6 +75,17 @@ type uidView struct {
 	Corroborated bool
 	// Verified: the address is verified by mail for the key.
 	Verified bool
+	// Certifications are the third-party certifications served with the
+	// user ID; Attested says the key's holder attested them (then only
+	// attested ones are served).
+	Certifications []certView
+	Attested       bool
+}
+
+// certView is one third-party certification of a user ID.
+type certView struct {
+	Issuer  string // key ID, 16 hex digits
+	Created string
 }
 
 // subkeyView is one subkey of a key's page.
@@ -291,6 +302,10 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 		}
 		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
 		uv.Verified = u.Email != "" && verified[u.Email] && uv.Status == "valid"
+		uv.Attested = u.Attested
+		for _, c := range u.Certifications {
+			uv.Certifications = append(uv.Certifications, certView{Issuer: fmt.Sprintf("%016X", c.Issuer), Created: date(c.Created)})
+		}
 		v.UserIDs = append(v.UserIDs, uv)
 	}
 	for _, s := range d.Subkeys {
@@ -352,7 +367,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, uploadPage(p, []uploadResult{{Result: "rejected", Reason: "nothing was pasted"}}))
 		return
 	}
-	results := h.addKeys(r.Context(), data)
+	results := h.addKeys(r.Context(), data, s != nil && s.Handle != "")
 	status := http.StatusOK
 	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
 		status = http.StatusUnprocessableEntity
@@ -363,7 +378,9 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 // addKeys stores every key in data that passes the policy.
-func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
+// loggedIn says a logged-in session uploads them (the upload policy may
+// accept more then).
+func (h *Handler) addKeys(ctx context.Context, data []byte, loggedIn bool) []uploadResult {
 	var out []uploadResult
 	rd := pgp.NewReader(bytes.NewReader(data))
 	for ctx.Err() == nil {
@@ -380,7 +397,7 @@ func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
 			out = append(out, uploadResult{Result: "rejected", Reason: "the rest of the text is not OpenPGP data"})
 			break
 		}
-		out = append(out, h.addKey(ctx, k))
+		out = append(out, h.addKey(ctx, k, loggedIn))
 	}
 	if len(out) == 0 {
 		out = append(out, uploadResult{Result: "rejected", Reason: "no OpenPGP public key was found in the text"})
@@ -388,7 +405,7 @@ func (h *Handler) addKeys(ctx context.Context, data []byte) []uploadResult {
 	return out
 }
 
-func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
+func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadResult {
 	res := uploadResult{}
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
@@ -404,6 +421,18 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 	if rep.Total() > 0 {
 		res.Dropped = rep.String()
 	}
+	if h.opts.MayUpload != nil {
+		if err := h.opts.MayUpload(ctx, identity.Upload{Fingerprint: applied.Fingerprint(), LoggedIn: loggedIn}); err != nil {
+			var ie *identity.Error
+			if errors.As(err, &ie) {
+				res.Result, res.Reason = "rejected", ie.Msg
+				return res
+			}
+			h.log.ErrorContext(ctx, "web: upload: upload policy", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
+			res.Result, res.Reason = "error", "the identity store failed; try again later"
+			return res
+		}
+	}
 	change, err := h.deps.Keys.AddKey(ctx, applied)
 	if err != nil {
 		h.log.ErrorContext(ctx, "web: upload: store", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
@@ -411,6 +440,12 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key) uploadResult {
 		return res
 	}
 	res.Result = change.String()
+	switch change {
+	case identity.KeyBlocked:
+		res.Result, res.Reason = "rejected", change.Reason()
+	case identity.KeyReduced:
+		res.Reason = change.Reason()
+	}
 	return res
 }
 

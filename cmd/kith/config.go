@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/oidc"
 )
 
@@ -91,6 +92,10 @@ type HKPConfig struct {
 	// EmailLookup is "all" (as SKS: every key naming the address) or
 	// "verified" (only keys whose address is verified by mail).
 	EmailLookup string `toml:"email_lookup"`
+	// Uploads is the upload policy: "open", "identities" (only keys
+	// proven for an identity, or uploaded by a logged-in session) or "off"
+	// (a read-only mirror); recon fetches follow it too.
+	Uploads string `toml:"uploads"`
 }
 
 // StringList is a list of strings: a TOML array, or comma-separated in a
@@ -159,7 +164,7 @@ func defaultConfig() Config {
 		},
 		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true},
-		HKP:  HKPConfig{EmailLookup: "all"},
+		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(identity.UploadsOpen)},
 	}
 }
 
@@ -225,6 +230,7 @@ func settings() []setting {
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
+		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.Uploads) }},
 	}
 }
 
@@ -388,6 +394,9 @@ func (c Config) validate() error {
 	}
 	if err := c.validateMail(); err != nil {
 		return err
+	}
+	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
+		return fmt.Errorf("setting hkp.uploads: %w", err)
 	}
 	for i, p := range c.Recon.Peers {
 		if err := validateListen(p.Address); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // mountDiscovery adds the VKS routes (and the mailed links' page) to mux,
 // and the Web Key Directory of the configured domains.
-func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service,
+func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service, mayUpload func(context.Context, []byte) error,
 	policy pgp.Policy, log *slog.Logger) error {
 	mailer, err := cfg.mailer(log.With("component", "mail"))
 	if err != nil {
@@ -28,7 +28,7 @@ func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *pos
 		return err
 	}
 	h, err := vks.NewHandler(st, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
-		TokenKey: key, Policy: policy, Mailer: mailer, Logger: log.With("component", "vks")})
+		TokenKey: key, Policy: policy, MayUpload: mayUpload, Mailer: mailer, Logger: log.With("component", "vks")})
 	if err != nil {
 		return err
 	}

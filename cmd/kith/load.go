@@ -205,6 +205,9 @@ func (s *loadSummary) write(w io.Writer, took time.Duration) {
 	fmt.Fprintf(&b, "loaded %d keys in %s (%.0f keys/s): %d inserted, %d updated, %d unchanged, %d rejected\n",
 		n+rejected, took.Round(time.Millisecond), rate,
 		s.changes[identity.KeyInserted], s.changes[identity.KeyUpdated], s.changes[identity.KeyUnchanged], rejected)
+	if n := s.changes[identity.KeyBlocked] + s.changes[identity.KeyReduced]; n > 0 {
+		fmt.Fprintf(&b, "  blocklist: %d refused, %d stored in part\n", s.changes[identity.KeyBlocked], s.changes[identity.KeyReduced])
+	}
 	reasons := make([]string, 0, len(s.rejected))
 	for r := range s.rejected {
 		reasons = append(reasons, r)

@@ -7,6 +7,7 @@
 //	kith load      bulk-load SKS dump files and armored key files
 //	kith dump      write the store as SKS dump files
 //	kith repair    re-run the key policy over every stored key
+//	kith block     the blocklist: keys, user IDs and certifications not stored
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -53,6 +54,7 @@ func commands() []command {
 		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"log-key", "print the transparency log's verifier key", runLogKey},
+		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},
 		{"version", "print Kith's version", runVersion},
 	}
 }

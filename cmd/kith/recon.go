@@ -17,20 +17,23 @@ import (
 )
 
 // reconStore is what recon needs of the store: the digests to build the
-// tree from, the changes that keep it current, and the upload path for
-// fetched keys.
+// tree from, the changes that keep it current, the upload path for
+// fetched keys, and the peers' digests refused before.
 type reconStore interface {
 	Digests(ctx context.Context, fn func([16]byte) error) error
 	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error
 	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
 	IssuerKeys(ctx context.Context) pgp.IssuerKeys
+	RefuseDigest(ctx context.Context, d [16]byte, fp []byte, reason string) error
+	RefusedDigests(ctx context.Context, ds [][16]byte) (map[[16]byte]bool, error)
 }
 
 // startRecon builds the recon tree from the store, keeps it current from
 // the store's change notifications (so every node sharing the database
-// agrees), and runs the peer manager on ln until ctx ends.
-func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Policy, ln net.Listener, httpAddr string,
-	log *slog.Logger, reg prometheus.Registerer) (*recon.Manager, error) {
+// agrees), and runs the peer manager on ln until ctx ends. Fetched keys
+// pass mayUpload (the upload policy; nil accepts all) before the store.
+func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error,
+	ln net.Listener, httpAddr string, log *slog.Logger, reg prometheus.Registerer) (*recon.Manager, error) {
 	log = log.With("component", "recon")
 	tree, err := followStore(ctx, st, log)
 	if err != nil {
@@ -42,7 +45,7 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 	for i, p := range cfg.Recon.Peers {
 		peers[i] = recon.Peer{Address: p.Address, HTTP: p.HTTP, Filters: p.Filters, Disabled: p.Enabled != nil && !*p.Enabled}
 	}
-	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, policy), log)
+	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, policy, mayUpload), log)
 	fetcher.KeyDigest = func(b []byte) ([16]byte, error) {
 		k, err := pgp.ParseKey(b)
 		if err != nil {
@@ -55,7 +58,7 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 		Interval: time.Duration(cfg.Recon.Interval),
 		HTTPPort: httpPort,
 		Peers:    peers,
-	}, tree, fetcher, log, reg)
+	}, tree, refusingFetcher{fetcher, st}, log, reg)
 	if err != nil {
 		return nil, fmt.Errorf("setting recon: %w", err)
 	}
@@ -65,11 +68,14 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 }
 
 // fetchedKeyStorer sends each key a peer served through the upload path:
-// the policy, then merge and store. A key the policy refuses, or one the
-// policy changed (so its digest here differs from the peer's), is reported
-// as rejected, so that the fetcher does not ask for that digest again
-// every round.
-func fetchedKeyStorer(st reconStore, policy pgp.Policy) func(ctx context.Context, b []byte) error {
+// the policy, the upload policy, then merge and store. A key refused, or
+// stored otherwise than the peer holds it (the policy changed it, it is a
+// tombstone, it is blocked or carries blocked packets), is reported as
+// rejected, so that the fetcher does not ask for that digest again every
+// round; the refusals that no later event can undo but an unblock are
+// remembered in the store, for every node and past restarts (RefuseDigest).
+// Refusals by the upload policy are not: the key may be proven later.
+func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error) func(ctx context.Context, b []byte) error {
 	return func(ctx context.Context, b []byte) error {
 		raw, err := pgp.ParseKey(b)
 		if err != nil {
@@ -77,18 +83,66 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy) func(ctx context.Context
 		}
 		policy := policy
 		policy.Issuers = st.IssuerKeys(ctx)
+		refuse := func(reason string) error {
+			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), reason); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: %s", recon.ErrRejected, reason)
+		}
 		k, _, err := policy.Apply(raw)
 		if err != nil {
-			return fmt.Errorf("%w: %v", recon.ErrRejected, err)
+			return refuse(pgp.RejectionReason(err))
 		}
-		if _, err := st.AddKey(ctx, k); err != nil {
+		if mayUpload != nil {
+			if err := mayUpload(ctx, k.Fingerprint()); err != nil {
+				if identity.CodeOf(err) == "" {
+					return err
+				}
+				return fmt.Errorf("%w: %v", recon.ErrRejected, err)
+			}
+		}
+		change, err := st.AddKey(ctx, k)
+		if err != nil {
 			return err
 		}
-		if k.Digest() != raw.Digest() {
-			return fmt.Errorf("%w: stored as changed by the key policy", recon.ErrRejected)
+		switch {
+		case change == identity.KeyBlocked || change == identity.KeyReduced:
+			return refuse(change.Reason())
+		case k.Digest() != raw.Digest():
+			return refuse("stored as changed by the key policy")
 		}
 		return nil
 	}
+}
+
+// refusingFetcher leaves out of each fetch the digests the store
+// remembers as refused (by any node), and fetches the rest.
+type refusingFetcher struct {
+	recon.Fetcher
+	st reconStore
+}
+
+// refusedBatch is how many digests one RefusedDigests query checks.
+const refusedBatch = 10_000
+
+// Fetch implements recon.Fetcher.
+func (f refusingFetcher) Fetch(ctx context.Context, peer recon.Peer, missing [][16]byte) (recon.FetchResult, error) {
+	todo := make([][16]byte, 0, len(missing))
+	for start := 0; start < len(missing); start += refusedBatch {
+		part := missing[start:min(start+refusedBatch, len(missing))]
+		refused, err := f.st.RefusedDigests(ctx, part)
+		if err != nil {
+			return recon.FetchResult{}, fmt.Errorf("recon: fetching from %s: %w", peer.Address, err)
+		}
+		for _, d := range part {
+			if !refused[d] {
+				todo = append(todo, d)
+			}
+		}
+	}
+	res, err := f.Fetcher.Fetch(ctx, peer, todo)
+	res.Skipped += len(missing) - len(todo)
+	return res, err
 }
 
 // followStore returns the recon tree of the store's digests and keeps it

@@ -56,7 +56,7 @@ func (n *reconNode) start(t testing.TB, ctx context.Context, reconAddr, httpURL 
 	cfg := defaultConfig()
 	cfg.Recon.Interval = Duration(time.Hour) // rounds are started by the test
 	cfg.Recon.Peers = []ReconPeer{{Address: reconAddr, HTTP: httpURL}}
-	m, err := startRecon(ctx, cfg, n.store, pgp.DefaultPolicy(), n.reconLn, n.http.Listener.Addr().String(),
+	m, err := startRecon(ctx, cfg, n.store, pgp.DefaultPolicy(), nil, n.reconLn, n.http.Listener.Addr().String(),
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -78,20 +78,24 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	uploads := identity.UploadPolicy(cfg.HKP.Uploads)
+	mayUpload := func(ctx context.Context, fp []byte) error {
+		return svc.MayUpload(ctx, uploads, identity.Upload{Fingerprint: fp})
+	}
 	var peers *recon.Manager
 	if reconLn != nil {
-		if peers, err = startRecon(ctx, cfg, st.Store, policy, reconLn, ln.Addr().String(), log, reg); err != nil {
+		if peers, err = startRecon(ctx, cfg, st.Store, policy, mayUpload, reconLn, ln.Addr().String(), log, reg); err != nil {
 			return err
 		}
 	}
 	keys := hkp.NewHandler(st.Store, hkp.Options{
-		Policy:     policy,
-		Version:    version,
-		Logger:     log.With("component", "hkp"),
-		Registerer: reg,
-		ExtraStats: reconStats(peers),
-
+		Policy:         policy,
+		Version:        version,
+		Logger:         log.With("component", "hkp"),
+		Registerer:     reg,
+		ExtraStats:     reconStats(peers),
 		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
+		MayUpload:      mayUpload,
 	})
 	go keys.Run(ctx)
 
@@ -108,7 +112,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
 		return err
 	}
-	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
+	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, mayUpload, policy, log); err != nil {
 		return err
 	}
 	handler := newServerHandler(mux, st, reg, log)
@@ -147,7 +151,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // pages, recon, `kith load`, `kith repair`) refreshes the links the key
 // carries before it returns.
 func newIdentityService(st *postgres.Store, server string, log *slog.Logger) (*identity.Service, error) {
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server})
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st})
 	if err != nil {
 		return nil, err
 	}

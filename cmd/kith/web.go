@@ -38,6 +38,9 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		SecureCookies:   cfg.Web.SecureCookies || strings.HasPrefix(cfg.publicURL(), "https://"),
 		Policy:          policy,
 		Logger:          log.With("component", "web"),
+		MayUpload: func(ctx context.Context, u identity.Upload) error {
+			return ids.MayUpload(ctx, identity.UploadPolicy(cfg.HKP.Uploads), u)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)

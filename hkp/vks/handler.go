@@ -62,6 +62,10 @@ type Options struct {
 	TokenKey []byte
 	// Policy is applied to uploads (zero: pgp.DefaultPolicy).
 	Policy pgp.Policy
+	// MayUpload, if set, is the server's upload policy
+	// (identity.Service.MayUpload), asked before a key is stored; an
+	// *identity.Error it returns is the reason the upload is refused.
+	MayUpload func(ctx context.Context, fp []byte) error
 	// Mailer sends the verification mails.
 	Mailer mail.Sender
 	// RequestsPerMinute caps mail requests per client IP (zero: the

@@ -68,11 +68,28 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "key rejected: "+pgp.RejectionReason(err))
 		return
 	}
-	if _, err := h.keys.AddKey(r.Context(), applied); err != nil {
+	if h.opts.MayUpload != nil {
+		if err := h.opts.MayUpload(r.Context(), applied.Fingerprint()); err != nil {
+			var ie *identity.Error
+			if errors.As(err, &ie) {
+				jsonError(w, http.StatusForbidden, "upload refused: "+ie.Msg)
+				return
+			}
+			h.log.Error("vks: upload: upload policy", "err", err)
+			jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
+			return
+		}
+	}
+	change, err := h.keys.AddKey(r.Context(), applied)
+	if err != nil {
 		if r.Context().Err() == nil {
 			h.log.Error("vks: upload: store", "err", err)
 		}
 		jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
+		return
+	}
+	if change == identity.KeyBlocked {
+		jsonError(w, http.StatusForbidden, "upload refused: "+change.Reason())
 		return
 	}
 	h.log.Info("vks: upload", "fingerprint", identity.PGPFactor(applied.Fingerprint()).Value)

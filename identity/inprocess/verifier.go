@@ -153,6 +153,11 @@ func (v *Verifier) VerifyPGP(ctx context.Context, fingerprint string, statement,
 	return bytes.Clone(k.key), nil
 }
 
+// VerifyPGPPrimary is VerifyPGP: fake signatures have no subkeys.
+func (v *Verifier) VerifyPGPPrimary(ctx context.Context, fingerprint string, statement, sig []byte) ([]byte, error) {
+	return v.VerifyPGP(ctx, fingerprint, statement, sig)
+}
+
 // PGPKeyLinks returns the stored key and the links SetPGPKey gave it;
 // identity.ErrNotFound if it is not stored.
 func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte, []identity.KeyLink, error) {

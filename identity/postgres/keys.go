@@ -86,6 +86,9 @@ type pendingKey struct {
 	id     int64
 	old    []byte // stored digest, nil when new
 	change identity.KeyChange
+	// tomb: the key is a tombstone, merged by pgp.Policy.Tombstone;
+	// reduced: the blocks took something out of what was given.
+	tomb, reduced bool
 }
 
 func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.KeyChange, error) {
@@ -119,6 +122,10 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		policy := s.policy
 		policy.Issuers = issuerKeys(ctx, tx)
+		blocks, err := readBlocks(ctx, tx, fps)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, `SELECT id, fingerprint, digest, packets FROM keys
 			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
 		if err != nil {
@@ -146,6 +153,14 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 
 		var inserts, updates []*pendingKey
 		for _, p := range order {
+			if kb := blocks[string(p.fp)]; kb != nil {
+				if err := s.applyBlocks(p, kb); err != nil {
+					return err
+				}
+				if p.change == identity.KeyBlocked {
+					continue
+				}
+			}
 			st, ok := found[string(p.fp)]
 			if !ok {
 				p.change = identity.KeyInserted
@@ -162,7 +177,12 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 			if err != nil {
 				return fmt.Errorf("parse stored key %X: %w", p.fp, err)
 			}
-			merged, _, err := policy.Merge(storedKey, p.key)
+			var merged *pgp.Key
+			if p.tomb {
+				merged, err = policy.Tombstone(storedKey, p.key)
+			} else {
+				merged, _, err = policy.Merge(storedKey, p.key)
+			}
 			if err != nil {
 				return fmt.Errorf("merge %X: %w", p.fp, err)
 			}
@@ -207,6 +227,9 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 		}
 		seen[p] = true
 		out[i] = p.change
+		if p.reduced && p.change != identity.KeyBlocked {
+			out[i] = identity.KeyReduced
+		}
 	}
 	return out, nil
 }

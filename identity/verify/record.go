@@ -151,7 +151,8 @@ func verifySignature(e *identity.Evidence) error {
 		if e.Method != identity.MethodPGPChallenge && e.Method != identity.MethodRevocation {
 			return fmt.Errorf("method %s with an OpenPGP signer", e.Method)
 		}
-		return verifyPGP(k, e.Statement, e.Signature)
+		_, err = verifyPGP(k, e.Statement, e.Signature)
+		return err
 	}
 	return fmt.Errorf("%w: %s signer", ErrNotVerifiable, e.From.Kind)
 }

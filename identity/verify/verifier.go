@@ -83,6 +83,16 @@ func (v *Verifier) StoredKey(ctx context.Context, fingerprint string) (*pgp.Key,
 // VerifyPGP checks a cleartext or detached signature over statement by the
 // stored key with the fingerprint.
 func (v *Verifier) VerifyPGP(ctx context.Context, fingerprint string, statement, sig []byte) ([]byte, error) {
+	return v.verifyPGP(ctx, fingerprint, statement, sig, false)
+}
+
+// VerifyPGPPrimary is VerifyPGP that accepts only a signature by the
+// primary key itself: what a key's holder signs to delete the key.
+func (v *Verifier) VerifyPGPPrimary(ctx context.Context, fingerprint string, statement, sig []byte) ([]byte, error) {
+	return v.verifyPGP(ctx, fingerprint, statement, sig, true)
+}
+
+func (v *Verifier) verifyPGP(ctx context.Context, fingerprint string, statement, sig []byte, primaryOnly bool) ([]byte, error) {
 	k, err := v.StoredKey(ctx, fingerprint)
 	if errors.Is(err, identity.ErrNotFound) {
 		return nil, identity.Refuse(identity.CodeUnknownKey, "no OpenPGP key %s is stored: upload it first", fingerprint)
@@ -90,8 +100,13 @@ func (v *Verifier) VerifyPGP(ctx context.Context, fingerprint string, statement,
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyPGP(k, statement, sig); err != nil {
+	signer, err := verifyPGP(k, statement, sig)
+	if err != nil {
 		return nil, err
+	}
+	if primaryOnly && signer.Subkey {
+		return nil, identity.Refuse(identity.CodeWrongKey,
+			"the OpenPGP signature is by subkey %016X; sign with the primary key (gpg --local-user %s!)", signer.KeyID, fingerprint)
 	}
 	return k.Bytes(), nil
 }
@@ -101,19 +116,19 @@ var clearsignBegin = []byte("-----BEGIN PGP SIGNED MESSAGE-----")
 
 // verifyPGP checks sig over statement by k: a cleartext-signed copy of
 // the statement, or a detached signature.
-func verifyPGP(k *pgp.Key, statement, sig []byte) error {
+func verifyPGP(k *pgp.Key, statement, sig []byte) (pgp.Signer, error) {
 	if bytes.HasPrefix(bytes.TrimLeft(sig, " \t\r\n"), clearsignBegin) {
-		text, _, err := pgp.VerifyCleartext(k, sig)
+		text, signer, err := pgp.VerifyCleartext(k, sig)
 		if err != nil {
-			return pgpRefusal(err)
+			return signer, pgpRefusal(err)
 		}
 		if !identity.SameStatement(text, statement) {
-			return identity.Refuse(identity.CodeStatementChanged, "the cleartext-signed text is not the statement")
+			return signer, identity.Refuse(identity.CodeStatementChanged, "the cleartext-signed text is not the statement")
 		}
-		return nil
+		return signer, nil
 	}
-	_, err := pgp.VerifyDetached(k, statement, sig)
-	return pgpRefusal(err)
+	signer, err := pgp.VerifyDetached(k, statement, sig)
+	return signer, pgpRefusal(err)
 }
 
 func pgpRefusal(err error) error {

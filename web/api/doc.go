@@ -5,6 +5,7 @@
 //	POST /api/v1/identities                        claim a handle
 //	POST /api/v1/identities/{handle}/factors       link a factor
 //	POST /api/v1/identities/{handle}/revocations   unlink a factor
+//	POST /api/v1/keys/deletions                    delete a key (its holder's signed delete-key statement)
 //	GET  /api/v1/log?after=N&limit=M               page through the evidence log
 //	GET  /api/v1/ssh/{fingerprint}                 who proved this SSH key
 //	GET  /users/{handle}.keys                      proven SSH keys, authorized_keys text

@@ -124,6 +124,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/identities", h.wrap(h.postClaim))
 	mux.Handle("POST /api/v1/identities/{handle}/factors", h.wrap(h.postAdd))
 	mux.Handle("POST /api/v1/identities/{handle}/revocations", h.wrap(h.postRevoke))
+	mux.Handle("POST /api/v1/keys/deletions", h.wrap(h.postKeyDeletion))
 	mux.Handle("GET /api/v1/log", h.wrap(h.getLog))
 	mux.Handle("GET /api/v1/ssh/{fingerprint...}", h.wrap(h.getSSH))
 	mux.Handle("GET /users/{file}", h.wrap(h.getUser))

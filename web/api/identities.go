@@ -75,12 +75,25 @@ func (h *Handler) postChallenge(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := h.svc.IssueChallenge(r.Context(), identity.Purpose(req.Purpose), req.Handle, f)
+	var c *identity.Challenge
+	if identity.Purpose(req.Purpose) == identity.PurposeDeleteKey {
+		if req.Handle != "" {
+			return identity.Refuse(identity.CodeBadRequest, "a key deletion names no handle")
+		}
+		c, err = h.svc.IssueKeyDeletion(r.Context(), f)
+	} else {
+		c, err = h.svc.IssueChallenge(r.Context(), identity.Purpose(req.Purpose), req.Handle, f)
+	}
 	if err != nil {
 		return err
 	}
 	sign := []string{"ssh-keygen -Y sign -n " + ssh.Namespace + " -f KEY statement.txt"}
-	if f.Kind == identity.KindPGP {
+	switch {
+	case c.Purpose == identity.PurposeDeleteKey:
+		// The primary key itself must sign: "!" keeps gpg from using a
+		// signing subkey.
+		sign = []string{"gpg --local-user " + f.Value + "! --clearsign statement.txt"}
+	case f.Kind == identity.KindPGP:
 		sign = []string{"gpg --clearsign statement.txt", "gpg --detach-sign --armor statement.txt"}
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -89,6 +102,29 @@ func (h *Handler) postChallenge(w http.ResponseWriter, r *http.Request) error {
 		Handle: string(c.Handle), Factor: c.Factor.String(), Issued: c.Issued, Expires: c.Expires,
 		Statement: string(c.Statement), Sign: sign,
 	})
+	return nil
+}
+
+// KeyDeletionResponse is the answer to a key deletion.
+type KeyDeletionResponse struct {
+	Fingerprint string `json:"fingerprint"`
+	// Result says what became of the stored key.
+	Result string `json:"result"`
+}
+
+// postKeyDeletion deletes the key a signed delete-key statement names:
+// the server keeps only its tombstone from then on.
+func (h *Handler) postKeyDeletion(w http.ResponseWriter, r *http.Request) error {
+	var req SignedStatement
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	f, out, err := h.svc.DeleteKey(r.Context(), []byte(req.Statement), []byte(req.Signature))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, KeyDeletionResponse{Fingerprint: f.Value, Result: string(out)})
 	return nil
 }
 
