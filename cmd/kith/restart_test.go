@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/embedded"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -266,7 +267,7 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 
 // embeddedURL is the connection string of the embedded cluster in pgdir.
 func embeddedURL(pgdir string) string {
-	return fmt.Sprintf("host=%s port=5432 user=kith dbname=kith sslmode=disable", pgdir)
+	return fmt.Sprintf("host=%s port=5432 user=kith dbname=kith sslmode=disable passfile=%s", pgdir, filepath.Join(pgdir, embedded.PassFile))
 }
 
 // externalPG is a PostgreSQL cluster the test runs itself with pg_ctl, on

@@ -7,6 +7,11 @@
 // it accepts connections, and stopping it. It does not speak SQL beyond
 // creating the one database Kith uses; that is package postgres's job.
 //
+// Every connection needs the password of the cluster's one role, kith: a
+// random password kept in the cluster directory's PassFile (see auth.go
+// for who can connect). Clusters made before that are moved to it at
+// start.
+//
 // PostgreSQL refuses to run as root. When the calling process is root, the
 // cluster runs as an unprivileged system user (by default "postgres") that
 // owns the cluster directory.
@@ -170,6 +175,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	p, err := c.run(ctx)
 	if err != nil {
+		c.release()
+		return nil, err
+	}
+	if err := c.requirePassword(ctx); err != nil {
+		c.stopProcess(p)
 		c.release()
 		return nil, err
 	}
@@ -382,17 +392,36 @@ func endGroup(pgid int) {
 	gone(5 * time.Second)
 }
 
+// initdb creates the cluster with password authentication for every
+// connection: a new random password for the kith role, kept in PassFile.
 func (c *Cluster) initdb(ctx context.Context) error {
 	dir := c.opts.Dir
+	password := newPassword()
+	// initdb reads the password from a file the server's user can read;
+	// it lives beside the data directory only while initdb runs.
+	pwfile := dir + ".pwfile"
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("embedded: initdb password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if c.cred != nil {
+		if err := os.Chown(pwfile, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("embedded: initdb password file: %w", err)
+		}
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
-		"-D", dir, "-U", "kith", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions")
+		"-D", dir, "-U", "kith", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-instructions")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("embedded: initdb %s: %w: %s", dir, err, lastLines(string(out), 5))
 	}
-	return nil
+	if err := c.writePassFile(password); err != nil {
+		return err
+	}
+	return c.writeHBA()
 }
 
 // waitReady polls until the server accepts connections, then creates the
@@ -438,14 +467,15 @@ func (c *Cluster) ensureDatabase(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// URL returns the connection string for the cluster's Kith database.
+// URL returns the connection string for the cluster's Kith database. It
+// names the password file rather than holding the password.
 func (c *Cluster) URL() string { return c.dsn(c.opts.Database) }
 
 // URLFor returns the connection string for another database of the cluster.
 func (c *Cluster) URLFor(database string) string { return c.dsn(database) }
 
 func (c *Cluster) dsn(database string) string {
-	return fmt.Sprintf("host=%s port=%d user=kith dbname=%s sslmode=disable", c.opts.Dir, port, database)
+	return fmt.Sprintf("host=%s port=%d user=kith dbname=%s sslmode=disable passfile=%s", c.opts.Dir, port, database, c.passPath())
 }
 
 func (c *Cluster) logPath() string { return filepath.Join(c.opts.Dir, "log", "postgres.log") }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -199,5 +200,108 @@ func TestClusterStopIsNotACrash(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "restarting") {
 		t.Errorf("Stop triggered a restart:\n%s", logs)
+	}
+}
+
+// connectErr tries a connection with conn's settings and returns its error.
+func connectErr(conn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conn)
+	if err == nil {
+		c.Close(ctx)
+	}
+	return err
+}
+
+// assertPasswordRequired is the attack: a process that reaches the socket
+// (as the cluster's OS user, or root, can) but lacks the password file
+// must not get in, under any role, nor with a guessed password.
+func assertPasswordRequired(t *testing.T, c *Cluster) {
+	t.Helper()
+	t.Setenv("PGPASSWORD", "")
+	for _, role := range []string{"kith", "postgres", "root"} {
+		conn := fmt.Sprintf("host=%s port=5432 user=%s dbname=postgres sslmode=disable passfile=/nonexistent", c.opts.Dir, role)
+		if err := connectErr(conn); err == nil {
+			t.Errorf("role %s connected without a password", role)
+		}
+		if err := connectErr(conn + " password=guessed"); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+			t.Errorf("role %s with a wrong password: %v, want a password failure", role, err)
+		}
+	}
+	if err := connectErr(c.URL()); err != nil {
+		t.Errorf("connect with the password file: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(c.opts.Dir, PassFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", PassFile, st.Mode().Perm())
+	}
+	if owner := st.Sys().(*syscall.Stat_t).Uid; int(owner) != os.Geteuid() {
+		t.Errorf("%s owned by uid %d, want Kith's own %d", PassFile, owner, os.Geteuid())
+	}
+	if strings.Contains(c.URL(), "password=") {
+		t.Errorf("URL carries the password itself: %s", c.URL())
+	}
+}
+
+func TestClusterRefusesConnectionsWithoutThePassword(t *testing.T) {
+	c, _ := startCluster(t, Options{})
+	assertPasswordRequired(t, c)
+	// The same after a crash and restart.
+	old := c.pid()
+	syscall.Kill(old, syscall.SIGKILL)
+	waitFor(t, 30*time.Second, "restarted", func() bool { return c.State() == Running && c.pid() != old })
+	assertPasswordRequired(t, c)
+}
+
+// TestClusterMovesTrustClusterToPasswords: a data directory made before
+// Kith used passwords (initdb's trust rules, no password file) is moved
+// to password authentication at start, and keeps its data.
+func TestClusterMovesTrustClusterToPasswords(t *testing.T) {
+	dir := clusterDir(t)
+	c, _ := startCluster(t, Options{Dir: dir})
+	exec1(t, c.URL(), "CREATE TABLE t (v int)")
+	exec1(t, c.URL(), "INSERT INTO t VALUES (7)")
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What older Kith left: trust for every local connection.
+	hba := filepath.Join(dir, "pg_hba.conf")
+	st, _ := os.Stat(hba)
+	if err := os.WriteFile(hba, []byte("local all all trust\nhost all all 127.0.0.1/32 trust\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	os.Chown(hba, int(sys.Uid), int(sys.Gid))
+	if err := os.Remove(filepath.Join(dir, PassFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	c, logs := startCluster(t, Options{Dir: dir})
+	if !strings.Contains(logs.String(), "switching it to password authentication") {
+		t.Errorf("no log line about the move:\n%s", logs)
+	}
+	assertPasswordRequired(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("data after the move: %d, %v", v, err)
+	}
+	// The password never reached the server's log.
+	pw, err := c.readPassword()
+	if err != nil || pw == "" {
+		t.Fatalf("password file: %q, %v", pw, err)
+	}
+	if b, _ := os.ReadFile(c.logPath()); strings.Contains(string(b), pw) {
+		t.Error("the server log holds the password")
 	}
 }
