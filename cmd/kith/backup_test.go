@@ -44,6 +44,8 @@ func getBody(t *testing.T, url string) (int, string) {
 // password file, then a restore into a new data directory. Keys,
 // identities and the evidence log survive.
 func TestBackupAndRestoreEmbeddedCluster(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	pgDump, pgRestore := pgTool(t, "pg_dump"), pgTool(t, "pg_restore")
 	dirA := tempDir(t)
 	s := startServe(t, dirA, nil)

@@ -202,6 +202,8 @@ func atRest(t *testing.T, base, dbURL string, wantListeners int, under func(leak
 // again within 30 s, serve every upload it answered 200, and leak neither
 // goroutines nor database connections across the restart.
 func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	requirePostgresBinaries(t)
 	dir := tempDir(t)
 	s := startServe(t, dir, nil)
@@ -384,6 +386,8 @@ func hkpStatus(t *testing.T, base, fpr string) int {
 // listen is found, although its miss was cached), and the recon tree has
 // caught up with the store.
 func TestServeSurvivesRestartOfExternalPostgres(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	pg := startExternalPG(t)
 	s := startServe(t, tempDir(t), nil, "--database-url", pg.url("kith"))
 	s.waitHealth(t, http.StatusOK, 60*time.Second)

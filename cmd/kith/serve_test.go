@@ -263,6 +263,8 @@ func TestServeRefusesSecondServerOnSameDataDir(t *testing.T) {
 // immediate shutdown of the embedded server is an unexpected exit too; the
 // supervisor starts it again and the server serves.
 func TestServeRestartsPostgresAfterImmediateShutdown(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	requirePostgresBinaries(t)
 	dir := tempDir(t)
 	s := startServe(t, dir, nil)
@@ -287,6 +289,8 @@ func TestServeRestartsPostgresAfterImmediateShutdown(t *testing.T) {
 // while health says so, then kith exits non-zero with the reason, for its
 // service manager to act on.
 func TestServeExitsWhenEmbeddedPostgresKeepsFailing(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	requirePostgresBinaries(t)
 	dir := tempDir(t)
 	s := startServe(t, dir, nil)
