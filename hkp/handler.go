@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/internal/retry"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -241,28 +242,14 @@ type keyChangeWatcher interface {
 
 // Run listens to the store's key changes and keeps the answer cache
 // coherent with them, until ctx ends; it then returns nil. While the
-// listener is down (it is restarted with a growing delay) the cache is
-// emptied and not used.
+// listener is down (it is restarted with package retry's backoff) the
+// cache is emptied and not used; it is used again, empty, once the
+// listener is back.
 func (h *Handler) Run(ctx context.Context) error {
-	delay := 100 * time.Millisecond
-	for {
-		start := time.Now()
-		err := h.listen(ctx)
-		h.cache.disable()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > time.Minute {
-			delay = 100 * time.Millisecond
-		}
-		h.log.Warn("hkp: key change notifications lost; cache off until they are back", "err", err, "retry_in", delay.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
-	}
+	retry.Loop(ctx, retry.Backoff{}, h.listen, func(err error, wait time.Duration) {
+		h.log.Warn("hkp: key change notifications lost; cache off until they are back", "err", err, "retry_in", wait.String())
+	})
+	return nil
 }
 
 // listen runs one listening session, enabling the cache once it listens.
@@ -272,7 +259,9 @@ func (h *Handler) listen(ctx context.Context) error {
 		// Without a ready signal, a change made between now and the
 		// store's LISTEN can be missed; CacheTTL bounds how long.
 		h.cache.enable()
-		return h.store.ListenKeyChanges(ctx, h.keyChanged)
+		err := h.store.ListenKeyChanges(ctx, h.keyChanged)
+		h.cache.disable()
+		return err
 	}
 	ready := make(chan struct{})
 	lctx, cancel := context.WithCancel(ctx)
@@ -287,7 +276,8 @@ func (h *Handler) listen(ctx context.Context) error {
 	}()
 	err := w.WatchKeyChanges(lctx, ready, h.keyChanged)
 	cancel()
-	<-done // so that Run's disable comes after any enable
+	<-done // so that the disable comes after any enable
+	h.cache.disable()
 	return err
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/internal/retry"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
 )
@@ -148,56 +148,85 @@ func (f refusingFetcher) Fetch(ctx context.Context, peer recon.Peer, missing [][
 // followStore returns the recon tree of the store's digests and keeps it
 // current until ctx ends. It listens before it reads, so no change falls
 // between the two; when the listening connection fails it listens again
-// and reconciles the tree with the store.
+// (with package retry's backoff) and then reconciles the tree with the
+// store, so that the changes made meanwhile are caught up.
 func followStore(ctx context.Context, st reconStore, log *slog.Logger) (*recon.Tree, error) {
-	changes := make(chan identity.KeyDigestChange, 1<<16)
-	ready := make(chan struct{})
-	watchErr := make(chan error, 1)
-	watch := func(ready chan struct{}) {
-		watchErr <- st.WatchKeyChanges(ctx, ready, func(c identity.KeyDigestChange) {
-			select {
-			case changes <- c:
-			case <-ctx.Done():
-			}
-		})
+	// One queue, in order: the changes notified, and after each
+	// reconnect a resync, which corrects whatever the changes before it
+	// missed.
+	type event struct {
+		change identity.KeyDigestChange
+		resync bool
 	}
-	go watch(ready)
-	select {
-	case <-ready:
-	case err := <-watchErr:
+	events := make(chan event, 1<<16)
+	send := func(e event) {
+		select {
+		case events <- e:
+		case <-ctx.Done():
+		}
+	}
+	lctx, stop := context.WithCancel(ctx)
+	first := make(chan error, 1) // nil once the first session listens
+	started := false
+	go retry.Loop(lctx, retry.Backoff{}, func(ctx context.Context) error {
+		ready := make(chan struct{})
+		watchErr := make(chan error, 1)
+		go func() {
+			watchErr <- st.WatchKeyChanges(ctx, ready, func(c identity.KeyDigestChange) { send(event{change: c}) })
+		}()
+		select {
+		case <-ready:
+		case err := <-watchErr:
+			if !started {
+				first <- err
+			}
+			return err
+		}
+		if started {
+			send(event{resync: true})
+		} else {
+			started = true
+			first <- nil
+		}
+		return <-watchErr
+	}, func(err error, wait time.Duration) {
+		log.Warn("lost key-change notifications; listening again", "err", err, "retry_in", wait.String())
+	})
+	if err := <-first; err != nil {
+		stop()
 		return nil, fmt.Errorf("recon: follow key changes: %w", err)
 	}
 	start := time.Now()
 	tree, err := recon.BuildTreeFrom(ctx, st)
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("recon: build tree: %w", err)
 	}
 	log.Info("recon tree built", "digests", tree.Len(), "took", time.Since(start).Round(time.Millisecond).String())
 	go func() {
+		defer stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case c := <-changes:
-				applyChange(tree, c)
-			case err := <-watchErr:
-				if ctx.Err() != nil {
-					return
+			case e := <-events:
+				if !e.resync {
+					applyChange(tree, e.change)
+					continue
 				}
-				log.Warn("lost key-change notifications; listening again", "err", err)
-				time.Sleep(time.Second)
-				ready := make(chan struct{})
-				go watch(ready)
-				select {
-				case <-ready:
-					if err := resyncTree(ctx, st, tree); err != nil && !errors.Is(err, context.Canceled) {
-						log.Warn("resync recon tree", "err", err)
+				var b retry.Backoff
+				for {
+					err := resyncTree(ctx, st, tree)
+					if err == nil {
+						break
 					}
-				case err := <-watchErr:
-					watchErr <- err // handled on the next turn
-				case <-ctx.Done():
-					return
+					wait := b.Next()
+					log.Warn("resync recon tree", "err", err, "retry_in", wait.String())
+					if !retry.Wait(ctx, wait) {
+						return
+					}
 				}
+				log.Info("recon tree caught up with the store", "digests", tree.Len())
 			}
 		}
 	}()

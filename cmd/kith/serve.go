@@ -131,6 +131,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
+	case <-st.Failed():
+		srv.Close()
+		return fmt.Errorf("serve: %w", st.cluster.Err())
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
@@ -173,7 +176,8 @@ func newServerHandler(mux *http.ServeMux, st pinger, reg *prometheus.Registry, l
 }
 
 // healthHandler answers 200 when the store answers within two seconds, 503
-// otherwise.
+// otherwise: "database restarting" while the embedded cluster's supervisor
+// starts its server again, "store unreachable" for any other failure.
 func healthHandler(st pinger, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -183,6 +187,10 @@ func healthHandler(st pinger, log *slog.Logger) http.Handler {
 		if err := st.Ping(ctx); err != nil {
 			log.Warn("health check: store unreachable", "err", err)
 			w.WriteHeader(http.StatusServiceUnavailable)
+			if errors.Is(err, errRestarting) {
+				fmt.Fprintln(w, err)
+				return
+			}
 			fmt.Fprintln(w, "store unreachable")
 			return
 		}

@@ -261,17 +261,81 @@ func TestServeRefusesSecondServerOnSameDataDir(t *testing.T) {
 	first.stop(t)
 }
 
-func TestServeHealthIs503WhenStoreIsGone(t *testing.T) {
+// TestServeRestartsPostgresAfterImmediateShutdown: an operator's
+// immediate shutdown of the embedded server is an unexpected exit too; the
+// supervisor starts it again and the server serves.
+func TestServeRestartsPostgresAfterImmediateShutdown(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
 	requirePostgresBinaries(t)
 	dir := tempDir(t)
 	s := startServe(t, dir, nil)
 	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	pgdir := filepath.Join(dir, "kith-data", "postgres")
-	for _, pid := range postgresRunningIn(pgdir) {
+	old := postgresRunningIn(pgdir)
+	for _, pid := range old {
 		syscall.Kill(pid, syscall.SIGQUIT) // immediate shutdown
 	}
-	s.waitHealth(t, http.StatusServiceUnavailable, 20*time.Second)
+	if !eventually(30*time.Second, 10*time.Millisecond, func() bool {
+		p := postgresRunningIn(pgdir)
+		return len(p) == 1 && len(old) == 1 && p[0] != old[0]
+	}) {
+		t.Fatalf("postgres not restarted after immediate shutdown:\n%s", s.stderr)
+	}
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	s.stop(t)
+}
+
+// TestServeExitsWhenEmbeddedPostgresKeepsFailing: a server that cannot
+// start again (here its configuration is broken) is retried with backoff
+// while health says so, then kith exits non-zero with the reason, for its
+// service manager to act on.
+func TestServeExitsWhenEmbeddedPostgresKeepsFailing(t *testing.T) {
+	// Mostly waiting (initdb, restarts, backoff): run beside the others.
+	t.Parallel()
+	requirePostgresBinaries(t)
+	dir := tempDir(t)
+	s := startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	pgdir := filepath.Join(dir, "kith-data", "postgres")
+	f, err := os.OpenFile(filepath.Join(pgdir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\nthis is not a setting\n")
+	f.Close()
+	for _, pid := range postgresRunningIn(pgdir) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	body := ""
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + s.addr + "/pks/health")
+		if err != nil {
+			return false
+		}
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		body = b.String()
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "database restarting")
+	}) {
+		t.Fatalf("/pks/health never said the database is restarting (last %q):\n%s", body, s.stderr)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("kith still running 2 min after PostgreSQL stopped starting:\n%s", s.stderr)
+	}
+	if s.err == nil {
+		t.Fatal("kith exited 0 after giving up on PostgreSQL")
+	}
+	log := s.stderr.String()
+	if n := strings.Count(log, `msg="restarting PostgreSQL"`); n != 5 {
+		t.Errorf("%d restart attempts logged, want 5 (one line each)", n)
+	}
+	if !strings.Contains(log, "giving up") {
+		t.Errorf("exit does not say why:\n%s", log)
+	}
 }
 
 func TestServeWithDatabaseURLStartsNoCluster(t *testing.T) {

@@ -29,6 +29,34 @@ func (o *openedStore) Close() {
 	}
 }
 
+// errRestarting is what Ping says while the supervised embedded cluster
+// starts its server again after a crash.
+var errRestarting = errors.New("database restarting")
+
+// Ping checks that the store answers; with the embedded cluster it first
+// asks the supervisor, so that a restart reads as one.
+func (o *openedStore) Ping(ctx context.Context) error {
+	if o.cluster != nil {
+		switch st := o.cluster.State(); st {
+		case embedded.Running:
+		case embedded.Restarting:
+			return errRestarting
+		default:
+			return fmt.Errorf("database %s", st)
+		}
+	}
+	return o.Store.Ping(ctx)
+}
+
+// Failed is closed when the embedded cluster's supervisor gave up; never
+// with an external database.
+func (o *openedStore) Failed() <-chan struct{} {
+	if o.cluster == nil {
+		return nil
+	}
+	return o.cluster.Failed()
+}
+
 // openStore connects to the configured database, or, with no database URL,
 // starts the embedded cluster in the data directory first. Either way it
 // applies pending migrations unless opts say otherwise.

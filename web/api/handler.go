@@ -15,6 +15,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/internal/retry"
 )
 
 // Watcher is a store that reports evidence appends from every node
@@ -232,8 +233,7 @@ func readJSON(r *http.Request, v any) error {
 // watch keeps the cache coherent with evidence appends: it caches only
 // while listening, and drops everything whenever listening stops.
 func (h *Handler) watch(ctx context.Context, w Watcher) {
-	backoff := time.Second
-	for ctx.Err() == nil {
+	retry.Loop(ctx, retry.Backoff{}, func(ctx context.Context) error {
 		ready, done := make(chan struct{}), make(chan struct{})
 		session := h.cache.listening()
 		go func() {
@@ -252,17 +252,10 @@ func (h *Handler) watch(ctx context.Context, w Watcher) {
 		})
 		close(done)
 		h.cache.disable()
-		if ctx.Err() != nil {
-			return
-		}
-		h.log.Warn("api: evidence notifications lost; lookups uncached until they are back", "err", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return
-		}
-		backoff = min(2*backoff, time.Minute)
-	}
+		return err
+	}, func(err error, wait time.Duration) {
+		h.log.Warn("api: evidence notifications lost; lookups uncached until they are back", "err", err, "retry_in", wait.String())
+	})
 }
 
 // Listening reports whether lookups are cached: the evidence watcher is

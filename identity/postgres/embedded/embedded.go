@@ -7,6 +7,11 @@
 // it accepts connections, and stopping it. It does not speak SQL beyond
 // creating the one database Kith uses; that is package postgres's job.
 //
+// Every connection needs the password of the cluster's one role, kith: a
+// random password kept in the cluster directory's PassFile (see auth.go
+// for who can connect). Clusters made before that are moved to it at
+// start.
+//
 // PostgreSQL refuses to run as root. When the calling process is root, the
 // cluster runs as an unprivileged system user (by default "postgres") that
 // owns the cluster directory.
@@ -25,10 +30,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/internal/retry"
 )
 
 // Options says where and how to run a cluster.
@@ -51,18 +59,74 @@ type Options struct {
 	// StartTimeout bounds how long Start waits for the server to accept
 	// connections. Default 60 s.
 	StartTimeout time.Duration
+	// MaxFailures is how many unexpected exits and failed restarts the
+	// supervisor tolerates within FailureWindow before it gives up (see
+	// Cluster.Failed). Default 5.
+	MaxFailures int
+	// FailureWindow is the window MaxFailures counts in. Default 1 min.
+	FailureWindow time.Duration
 	// Logger receives the cluster's life-cycle events; the server's own
 	// output goes to Dir/log/postgres.log. Default: discard.
 	Logger *slog.Logger
 }
 
-// Cluster is a running private PostgreSQL server.
+// Cluster is a running private PostgreSQL server. It is supervised: when
+// the server exits without Stop asking it to, the cluster starts it again
+// (PostgreSQL's crash recovery does the rest), with the backoff of package
+// retry and a log line per attempt, until it runs or fails too often.
 type Cluster struct {
-	opts   Options
+	opts Options
+	bin  string
+	cred *syscall.Credential
+	lock *os.File
+
+	mu       sync.Mutex
+	proc     *process // the server running now; nil while restarting
+	state    State
+	stopping bool
+	failed   chan struct{} // closed once supervision gives up
+	failErr  error         // why, valid once failed is closed
+	done     chan struct{} // closed when the supervisor has returned
+	cancel   context.CancelFunc
+}
+
+// process is one run of the postmaster.
+type process struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // the server's exit error, valid once exited is closed
-	lock   *os.File
+}
+
+// State is what a cluster is doing.
+type State int
+
+// The states of a cluster.
+const (
+	// Running: the server accepts connections (as far as the cluster
+	// knows; a query may still fail).
+	Running State = iota
+	// Restarting: the server exited unexpectedly and is being started
+	// again.
+	Restarting
+	// Failed: the server failed too often in a short window; the cluster
+	// gave up (see Failed).
+	Failed
+	// Stopped: Stop was called.
+	Stopped
+)
+
+func (s State) String() string {
+	switch s {
+	case Running:
+		return "running"
+	case Restarting:
+		return "restarting"
+	case Failed:
+		return "failed"
+	case Stopped:
+		return "stopped"
+	}
+	return "unknown"
 }
 
 // ErrNoServer is returned when no PostgreSQL server binaries can be found.
@@ -76,20 +140,10 @@ var ErrLocked = errors.New("data directory is in use by another process")
 const port = 5432
 
 // Start initialises the cluster directory if needed, starts the server and
-// waits until it accepts connections. The caller must call Stop.
+// waits until it accepts connections, then supervises it. The caller must
+// call Stop.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	if opts.Database == "" {
-		opts.Database = "kith"
-	}
-	if opts.User == "" {
-		opts.User = "postgres"
-	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = 60 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = withDefaults(opts)
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: data directory %q: %w", opts.Dir, err)
@@ -113,40 +167,82 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, lock: lock, exited: make(chan struct{})}
-	if err := c.start(ctx, bin, cred); err != nil {
+	c := &Cluster{opts: opts, bin: bin, cred: cred, lock: lock,
+		failed: make(chan struct{}), done: make(chan struct{})}
+	if err := c.initIfNeeded(ctx); err != nil {
 		c.release()
 		return nil, err
 	}
+	p, err := c.run(ctx)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	if err := c.requirePassword(ctx); err != nil {
+		c.stopProcess(p)
+		c.release()
+		return nil, err
+	}
+	c.proc = p
+	sctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.supervise(sctx)
 	return c, nil
 }
 
-func (c *Cluster) start(ctx context.Context, bin string, cred *syscall.Credential) error {
+func withDefaults(opts Options) Options {
+	if opts.Database == "" {
+		opts.Database = "kith"
+	}
+	if opts.User == "" {
+		opts.User = "postgres"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.MaxFailures == 0 {
+		opts.MaxFailures = 5
+	}
+	if opts.FailureWindow == 0 {
+		opts.FailureWindow = time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return opts
+}
+
+// initIfNeeded runs initdb on a new cluster directory.
+func (c *Cluster) initIfNeeded(ctx context.Context) error {
 	dir := c.opts.Dir
-	log := c.opts.Logger
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		log.Info("initialising PostgreSQL cluster", "dir", dir)
-		if err := c.initdb(ctx, bin, cred); err != nil {
-			return err
-		}
+		c.opts.Logger.Info("initialising PostgreSQL cluster", "dir", dir)
+		return c.initdb(ctx)
 	} else if err != nil {
 		return fmt.Errorf("embedded: %w", err)
 	}
+	return nil
+}
+
+// run starts the postmaster and waits until it accepts connections. On
+// failure it leaves no server running.
+func (c *Cluster) run(ctx context.Context) (*process, error) {
+	dir := c.opts.Dir
 	// A stale postmaster.pid from a crash is handled by postgres itself; a
 	// live one belongs to a server we do not own, which our lock rules out
 	// for Kith processes.
 	logDir := filepath.Join(dir, "log")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return fmt.Errorf("embedded: %w", err)
+		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	if cred != nil {
-		if err := os.Chown(logDir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("embedded: %w", err)
+	if c.cred != nil {
+		if err := os.Chown(logDir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return nil, fmt.Errorf("embedded: %w", err)
 		}
 	}
 	logFile, err := os.OpenFile(filepath.Join(logDir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("embedded: server log: %w", err)
+		return nil, fmt.Errorf("embedded: server log: %w", err)
 	}
 	args := []string{"-D", dir, "-k", dir, "-p", strconv.Itoa(port), "-c", "listen_addresses="}
 	keys := make([]string, 0, len(c.opts.Settings))
@@ -157,59 +253,188 @@ func (c *Cluster) start(ctx context.Context, bin string, cred *syscall.Credentia
 	for _, k := range keys {
 		args = append(args, "-c", k+"="+c.opts.Settings[k])
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: cred,
+		Credential: c.cred,
 		// If Kith dies without stopping the server, the server gets a
 		// fast shutdown request instead of living on as an orphan.
 		Pdeathsig: syscall.SIGINT,
-		Setpgid:   true,
+		// The server and its backends form one process group, so that
+		// the backends a crashed postmaster leaves behind can be ended
+		// before a new one starts.
+		Setpgid: true,
 	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return fmt.Errorf("embedded: start postgres: %w", err)
+		return nil, fmt.Errorf("embedded: start postgres: %w", err)
 	}
-	c.cmd = cmd
+	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		c.err = cmd.Wait()
+		p.err = cmd.Wait()
 		logFile.Close()
-		close(c.exited)
+		close(p.exited)
 	}()
-	log.Info("started PostgreSQL", "pid", cmd.Process.Pid, "dir", dir)
-	if err := c.waitReady(ctx); err != nil {
-		c.stop()
-		return err
+	c.opts.Logger.Info("started PostgreSQL", "pid", cmd.Process.Pid, "dir", dir)
+	if err := c.waitReady(ctx, p); err != nil {
+		c.stopProcess(p)
+		return nil, err
 	}
-	return nil
+	return p, nil
 }
 
-func (c *Cluster) initdb(ctx context.Context, bin string, cred *syscall.Credential) error {
+// supervise restarts the server whenever it exits without Stop asking it
+// to, until Stop, or until it failed more than MaxFailures times within
+// FailureWindow.
+func (c *Cluster) supervise(ctx context.Context) {
+	defer close(c.done)
+	log := c.opts.Logger
+	backoff := retry.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	var failures []time.Time
+	fail := func(err error) bool {
+		now := time.Now()
+		failures = append(failures, now)
+		for len(failures) > 0 && now.Sub(failures[0]) > c.opts.FailureWindow {
+			failures = failures[1:]
+		}
+		if len(failures) <= c.opts.MaxFailures {
+			return false
+		}
+		err = fmt.Errorf("embedded: PostgreSQL failed %d times within %s, giving up: %w (see %s)",
+			len(failures), c.opts.FailureWindow, err, c.logPath())
+		log.Error("PostgreSQL keeps failing; giving up", "failures", len(failures), "window", c.opts.FailureWindow.String(), "err", err)
+		c.mu.Lock()
+		c.state = Failed
+		c.failErr = err
+		c.mu.Unlock()
+		close(c.failed)
+		return true
+	}
+	for {
+		c.mu.Lock()
+		p := c.proc
+		c.mu.Unlock()
+		started := time.Now()
+		select {
+		case <-p.exited:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		if c.stopping {
+			c.mu.Unlock()
+			return
+		}
+		c.proc, c.state = nil, Restarting
+		c.mu.Unlock()
+		err := fmt.Errorf("postgres (pid %d) exited: %v", p.cmd.Process.Pid, p.err)
+		log.Error("PostgreSQL exited unexpectedly", "pid", p.cmd.Process.Pid, "err", fmt.Sprint(p.err),
+			"log", lastLines(readTail(c.logPath()), 3))
+		endGroup(p.cmd.Process.Pid)
+		if time.Since(started) >= retry.DefaultHealthy {
+			backoff.Reset()
+		}
+		for attempt := 1; ; attempt++ {
+			if fail(err) {
+				return
+			}
+			wait := backoff.Next()
+			log.Warn("restarting PostgreSQL", "attempt", attempt, "in", wait.String())
+			if !retry.Wait(ctx, wait) {
+				return
+			}
+			np, rerr := c.run(ctx)
+			if rerr != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("restarting PostgreSQL failed", "attempt", attempt, "err", rerr)
+				err = rerr
+				continue
+			}
+			c.mu.Lock()
+			if c.stopping {
+				c.mu.Unlock()
+				c.stopProcess(np)
+				return
+			}
+			c.proc, c.state = np, Running
+			c.mu.Unlock()
+			log.Info("PostgreSQL restarted", "attempt", attempt, "pid", np.cmd.Process.Pid)
+			break
+		}
+	}
+}
+
+// endGroup ends what is left of a postmaster's process group once the
+// postmaster is gone: its backends notice its death by themselves, but a
+// new server cannot start while one of them still holds the old shared
+// memory. They get SIGQUIT (PostgreSQL's immediate shutdown), then
+// SIGKILL.
+func endGroup(pgid int) {
+	gone := func(within time.Duration) bool {
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGQUIT)
+	if gone(5 * time.Second) {
+		return
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	gone(5 * time.Second)
+}
+
+// initdb creates the cluster with password authentication for every
+// connection: a new random password for the kith role, kept in PassFile.
+func (c *Cluster) initdb(ctx context.Context) error {
 	dir := c.opts.Dir
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
-		"-D", dir, "-U", "kith", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	password := newPassword()
+	// initdb reads the password from a file the server's user can read;
+	// it lives beside the data directory only while initdb runs.
+	pwfile := dir + ".pwfile"
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("embedded: initdb password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if c.cred != nil {
+		if err := os.Chown(pwfile, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("embedded: initdb password file: %w", err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
+		"-D", dir, "-U", "kith", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-instructions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("embedded: initdb %s: %w: %s", dir, err, lastLines(string(out), 5))
 	}
-	return nil
+	if err := c.writePassFile(password); err != nil {
+		return err
+	}
+	return c.writeHBA()
 }
 
 // waitReady polls until the server accepts connections, then creates the
 // database when missing.
-func (c *Cluster) waitReady(ctx context.Context) error {
+func (c *Cluster) waitReady(ctx context.Context, p *process) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
 	var lastErr error
 	for {
 		select {
-		case <-c.exited:
+		case <-p.exited:
 			return fmt.Errorf("embedded: postgres exited at start (%v); see %s: %s",
-				c.err, c.logPath(), lastLines(readTail(c.logPath()), 3))
+				p.err, c.logPath(), lastLines(readTail(c.logPath()), 3))
 		default:
 		}
 		conn, err := pgx.Connect(ctx, c.dsn("postgres"))
@@ -222,6 +447,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("embedded: postgres did not accept connections within %s: %v", c.opts.StartTimeout, lastErr)
+		case <-p.exited:
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -241,54 +467,90 @@ func (c *Cluster) ensureDatabase(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// URL returns the connection string for the cluster's Kith database.
+// URL returns the connection string for the cluster's Kith database. It
+// names the password file rather than holding the password.
 func (c *Cluster) URL() string { return c.dsn(c.opts.Database) }
 
 // URLFor returns the connection string for another database of the cluster.
 func (c *Cluster) URLFor(database string) string { return c.dsn(database) }
 
 func (c *Cluster) dsn(database string) string {
-	return fmt.Sprintf("host=%s port=%d user=kith dbname=%s sslmode=disable", c.opts.Dir, port, database)
+	return fmt.Sprintf("host=%s port=%d user=kith dbname=%s sslmode=disable passfile=%s", c.opts.Dir, port, database, c.passPath())
 }
 
 func (c *Cluster) logPath() string { return filepath.Join(c.opts.Dir, "log", "postgres.log") }
 
-// Stop shuts the server down (fast shutdown: open transactions roll back,
-// the data is consistent) and waits for it to exit. It is safe to call more
-// than once.
-func (c *Cluster) Stop() error {
-	err := c.stop()
-	c.release()
-	return err
+// State reports what the cluster is doing. A cluster attached to another
+// process's server (StartOrAttach) always reports Running.
+func (c *Cluster) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
 }
 
-func (c *Cluster) stop() error {
-	if c.cmd == nil {
+// Failed is closed when supervision gives up: the server failed more than
+// MaxFailures times within FailureWindow. The process should then exit
+// (non-zero, with Err) and leave restarting to its service manager. It is
+// nil, and never closed, for an attached cluster.
+func (c *Cluster) Failed() <-chan struct{} { return c.failed }
+
+// Err says why supervision gave up, once Failed is closed.
+func (c *Cluster) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failErr
+}
+
+// Stop shuts the server down (fast shutdown: open transactions roll back,
+// the data is consistent), ends supervision and waits for both. It is safe
+// to call more than once.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	if c.done == nil { // attached: not ours to stop
+		c.mu.Unlock()
 		return nil
 	}
-	select {
-	case <-c.exited:
-		return nil
-	default:
+	c.stopping = true
+	p := c.proc
+	c.state = Stopped
+	c.mu.Unlock()
+	if p != nil {
+		c.stopProcess(p)
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-c.exited:
-	case <-time.After(30 * time.Second):
-		// Immediate shutdown: recovery runs at the next start.
-		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
 	}
-	c.opts.Logger.Info("stopped PostgreSQL", "dir", c.opts.Dir)
+	c.release()
 	return nil
 }
 
+// stopProcess asks one run of the server to shut down and waits for it.
+func (c *Cluster) stopProcess(p *process) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		// Immediate shutdown: recovery runs at the next start.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	c.opts.Logger.Info("stopped PostgreSQL", "dir", c.opts.Dir)
+}
+
 func (c *Cluster) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.lock != nil {
 		c.lock.Close()
 		c.lock = nil
@@ -298,7 +560,7 @@ func (c *Cluster) release() {
 // StartOrAttach is Start, except that when another process (a running
 // kith serve) already runs the cluster, it returns that cluster instead of
 // failing: tools such as kith load work beside the server. Stop on an
-// attached cluster stops nothing.
+// attached cluster stops nothing, and nothing supervises it.
 func StartOrAttach(ctx context.Context, opts Options) (*Cluster, error) {
 	c, err := Start(ctx, opts)
 	if !errors.Is(err, ErrLocked) {
@@ -308,14 +570,9 @@ func StartOrAttach(ctx context.Context, opts Options) (*Cluster, error) {
 	if aerr != nil {
 		return nil, err
 	}
-	if opts.Database == "" {
-		opts.Database = "kith"
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = withDefaults(opts)
 	opts.Dir = dir
-	c = &Cluster{opts: opts, exited: make(chan struct{})}
+	c = &Cluster{opts: opts}
 	conn, cerr := pgx.Connect(ctx, c.URL())
 	if cerr != nil {
 		return nil, fmt.Errorf("%w; attaching to its cluster failed: %v", err, cerr)

@@ -1,0 +1,307 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// needServer skips (or fails with CI=true) without PostgreSQL binaries.
+func needServer(t *testing.T) {
+	t.Helper()
+	if _, err := findBinDir(""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL needed (CI=true): %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
+// clusterDir returns a directory for a cluster that the server's user can
+// reach when the tests run as root.
+func clusterDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711)
+	os.Chmod(dir, 0o711)
+	return filepath.Join(dir, "pg")
+}
+
+// logBuffer collects a cluster's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startCluster(t *testing.T, opts Options) (*Cluster, *logBuffer) {
+	t.Helper()
+	needServer(t)
+	logs := &logBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if opts.Dir == "" {
+		opts.Dir = clusterDir(t)
+	}
+	opts.Settings = map[string]string{"fsync": "off"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	return c, logs
+}
+
+func (c *Cluster) pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.cmd.Process.Pid
+}
+
+func exec1(t *testing.T, url, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestClusterRestartsServerKilledWithSIGKILL(t *testing.T) {
+	c, logs := startCluster(t, Options{})
+	exec1(t, c.URL(), "CREATE TABLE t (v int)")
+	exec1(t, c.URL(), "INSERT INTO t VALUES (42)")
+	// A backend busy in a query when its postmaster dies is one of the
+	// leftovers the restart must end first.
+	busy, err := pgx.Connect(context.Background(), c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close(context.Background())
+	go busy.Exec(context.Background(), "SELECT pg_sleep(600)")
+
+	old := c.pid()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a new postmaster runs", func() bool {
+		return c.State() == Running && c.pid() != 0 && c.pid() != old
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatalf("connect after restart: %v\n%s", err, logs)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("committed row after restart: %d, %v", v, err)
+	}
+	for _, want := range []string{"PostgreSQL exited unexpectedly", "restarting PostgreSQL", "attempt=1", "PostgreSQL restarted"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	select {
+	case <-c.Failed():
+		t.Fatalf("supervisor gave up: %v", c.Err())
+	default:
+	}
+}
+
+func TestClusterGivesUpAfterRepeatedFailures(t *testing.T) {
+	c, logs := startCluster(t, Options{MaxFailures: 2, FailureWindow: time.Minute})
+	// A server that cannot start again: its configuration is broken.
+	conf := filepath.Join(c.opts.Dir, "postgresql.conf")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\nthis is not a setting\n")
+	f.Close()
+	syscall.Kill(c.pid(), syscall.SIGKILL)
+	select {
+	case <-c.Failed():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("supervisor still trying after 2 min:\n%s", logs)
+	}
+	if c.State() != Failed {
+		t.Errorf("state %s, want failed", c.State())
+	}
+	err = c.Err()
+	if err == nil || !strings.Contains(err.Error(), "failed 3 times") {
+		t.Errorf("Err() = %v, want the count of failures", err)
+	}
+	// The crash and the first failed restart are tolerated; the second
+	// failed restart is the third failure.
+	if n := strings.Count(logs.String(), "msg=\"restarting PostgreSQL\""); n != 2 {
+		t.Errorf("%d restart attempts logged, want 2:\n%s", n, logs)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClusterStopIsNotACrash(t *testing.T) {
+	c, logs := startCluster(t, Options{})
+	pid := c.pid()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c.State() != Stopped {
+		t.Errorf("state %s after Stop, want stopped", c.State())
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("postmaster %d still there after Stop (%v)", pid, err)
+	}
+	if strings.Contains(logs.String(), "restarting") {
+		t.Errorf("Stop triggered a restart:\n%s", logs)
+	}
+}
+
+// connectErr tries a connection with conn's settings and returns its error.
+func connectErr(conn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conn)
+	if err == nil {
+		c.Close(ctx)
+	}
+	return err
+}
+
+// assertPasswordRequired is the attack: a process that reaches the socket
+// (as the cluster's OS user, or root, can) but lacks the password file
+// must not get in, under any role, nor with a guessed password.
+func assertPasswordRequired(t *testing.T, c *Cluster) {
+	t.Helper()
+	t.Setenv("PGPASSWORD", "")
+	for _, role := range []string{"kith", "postgres", "root"} {
+		conn := fmt.Sprintf("host=%s port=5432 user=%s dbname=postgres sslmode=disable passfile=/nonexistent", c.opts.Dir, role)
+		if err := connectErr(conn); err == nil {
+			t.Errorf("role %s connected without a password", role)
+		}
+		if err := connectErr(conn + " password=guessed"); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+			t.Errorf("role %s with a wrong password: %v, want a password failure", role, err)
+		}
+	}
+	if err := connectErr(c.URL()); err != nil {
+		t.Errorf("connect with the password file: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(c.opts.Dir, PassFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", PassFile, st.Mode().Perm())
+	}
+	if owner := st.Sys().(*syscall.Stat_t).Uid; int(owner) != os.Geteuid() {
+		t.Errorf("%s owned by uid %d, want Kith's own %d", PassFile, owner, os.Geteuid())
+	}
+	if strings.Contains(c.URL(), "password=") {
+		t.Errorf("URL carries the password itself: %s", c.URL())
+	}
+}
+
+func TestClusterRefusesConnectionsWithoutThePassword(t *testing.T) {
+	c, _ := startCluster(t, Options{})
+	assertPasswordRequired(t, c)
+	// The same after a crash and restart.
+	old := c.pid()
+	syscall.Kill(old, syscall.SIGKILL)
+	waitFor(t, 30*time.Second, "restarted", func() bool { return c.State() == Running && c.pid() != old })
+	assertPasswordRequired(t, c)
+}
+
+// TestClusterMovesTrustClusterToPasswords: a data directory made before
+// Kith used passwords (initdb's trust rules, no password file) is moved
+// to password authentication at start, and keeps its data.
+func TestClusterMovesTrustClusterToPasswords(t *testing.T) {
+	dir := clusterDir(t)
+	c, _ := startCluster(t, Options{Dir: dir})
+	exec1(t, c.URL(), "CREATE TABLE t (v int)")
+	exec1(t, c.URL(), "INSERT INTO t VALUES (7)")
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What older Kith left: trust for every local connection.
+	hba := filepath.Join(dir, "pg_hba.conf")
+	st, _ := os.Stat(hba)
+	if err := os.WriteFile(hba, []byte("local all all trust\nhost all all 127.0.0.1/32 trust\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	os.Chown(hba, int(sys.Uid), int(sys.Gid))
+	if err := os.Remove(filepath.Join(dir, PassFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	c, logs := startCluster(t, Options{Dir: dir})
+	if !strings.Contains(logs.String(), "switching it to password authentication") {
+		t.Errorf("no log line about the move:\n%s", logs)
+	}
+	assertPasswordRequired(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("data after the move: %d, %v", v, err)
+	}
+	// The password never reached the server's log.
+	pw, err := c.readPassword()
+	if err != nil || pw == "" {
+		t.Fatalf("password file: %q, %v", pw, err)
+	}
+	if b, _ := os.ReadFile(c.logPath()); strings.Contains(string(b), pw) {
+		t.Error("the server log holds the password")
+	}
+}
