@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/internal/retry"
+	"github.com/kith-keyserver/kith/identity/postgres/retry"
 	"github.com/kith-keyserver/kith/pgp"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres/retry"
 	"github.com/kith-keyserver/kith/identity/verify"
-	"github.com/kith-keyserver/kith/internal/retry"
 )
 
 // Watcher is a store that reports evidence appends from every node

@@ -36,7 +36,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kith-keyserver/kith/internal/retry"
+	"github.com/kith-keyserver/kith/identity/postgres/retry"
 )
 
 // Options says where and how to run a cluster.
