@@ -36,6 +36,12 @@ const (
 // key's digest is not asked for again for a while.
 var ErrRejected = errors.New("recon: key rejected")
 
+// ErrUnchanged is what a store callback wraps when the key, merged with
+// the stored one, changed nothing (the local key already holds all of it,
+// and more, so the digests differ): it counts as unchanged, not stored,
+// and the digest is not asked for again for a while, like a rejected one.
+var ErrUnchanged = errors.New("recon: key merged without change")
+
 // MarshalHashQueryRequest returns the /pks/hashquery request body for digests.
 func MarshalHashQueryRequest(digests [][16]byte) []byte {
 	b := make([]byte, 0, 4+20*len(digests))
@@ -176,6 +182,7 @@ type FetchResult struct {
 	Skipped   int // digests not asked for: rejected recently
 	Received  int // keys in the responses
 	Stored    int // keys the store callback accepted
+	Unchanged int // keys whose merge changed nothing (ErrUnchanged)
 	Rejected  int // keys the store callback rejected
 }
 
@@ -350,7 +357,7 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 	}
 	lim := f.Limits
 	lim.MaxKeys = len(batch)
-	var received, rejected int
+	var received, rejected, unchanged int
 	served := make(map[[16]byte]bool)
 	err = ReadHashQueryResponse(resp.Body, lim, func(key []byte) error {
 		received++
@@ -360,10 +367,14 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 			}
 		}
 		if err := f.Store(ctx, key); err != nil {
-			if !errors.Is(err, ErrRejected) {
+			switch {
+			case errors.Is(err, ErrUnchanged):
+				unchanged++
+			case errors.Is(err, ErrRejected):
+				rejected++
+			default:
 				return &fatalStoreError{err}
 			}
-			rejected++
 			if f.KeyDigest != nil {
 				if d, err := f.KeyDigest(key); err == nil {
 					served[d] = false // served, but refused
@@ -375,7 +386,8 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 	})
 	res.Received += received
 	res.Rejected += rejected
-	res.Stored += received - rejected
+	res.Unchanged += unchanged
+	res.Stored += received - rejected - unchanged
 	if err != nil {
 		return err
 	}

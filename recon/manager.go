@@ -81,6 +81,7 @@ type PeerStatus struct {
 	ElementsReceived int           // digests found missing here, from this peer
 	ElementsSent     int           // digests this side told the peer it lacks
 	KeysStored       int           // fetched keys the store accepted
+	KeysUnchanged    int           // fetched keys whose merge changed nothing
 	KeysRejected     int           // fetched keys the store rejected
 }
 
@@ -402,6 +403,7 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	m.mu.Lock()
 	st = m.statusOf(peer)
 	st.KeysStored += fr.Stored
+	st.KeysUnchanged += fr.Unchanged
 	st.KeysRejected += fr.Rejected
 	if ferr != nil {
 		st.Failures++

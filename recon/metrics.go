@@ -75,6 +75,7 @@ func (m *metrics) fetched(peer string, fr FetchResult) {
 	}
 	m.keys.WithLabelValues(peer, "stored").Add(float64(fr.Stored))
 	m.keys.WithLabelValues(peer, "rejected").Add(float64(fr.Rejected))
+	m.keys.WithLabelValues(peer, "unchanged").Add(float64(fr.Unchanged))
 }
 
 func (m *metrics) refused(reason string) {

@@ -45,7 +45,7 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 	for i, p := range cfg.Recon.Peers {
 		peers[i] = recon.Peer{Address: p.Address, HTTP: p.HTTP, Filters: p.Filters, Disabled: p.Enabled != nil && !*p.Enabled}
 	}
-	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, policy, mayUpload), log)
+	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, policy, mayUpload, log), log)
 	fetcher.KeyDigest = func(b []byte) ([16]byte, error) {
 		k, err := pgp.ParseKey(b)
 		if err != nil {
@@ -75,7 +75,7 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 // round; the refusals that no later event can undo but an unblock are
 // remembered in the store, for every node and past restarts (RefuseDigest).
 // Refusals by the upload policy are not: the key may be proven later.
-func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error) func(ctx context.Context, b []byte) error {
+func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error, log *slog.Logger) func(ctx context.Context, b []byte) error {
 	return func(ctx context.Context, b []byte) error {
 		raw, err := pgp.ParseKey(b)
 		if err != nil {
@@ -84,6 +84,7 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.C
 		policy := policy
 		policy.Issuers = st.IssuerKeys(ctx)
 		refuse := func(reason string) error {
+			log.Info("recon: refused a fetched key", "fingerprint", fmt.Sprintf("%X", raw.Fingerprint()), "reason", reason)
 			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), reason); err != nil {
 				return err
 			}
@@ -110,6 +111,14 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.C
 			return refuse(change.Reason())
 		case k.Digest() != raw.Digest():
 			return refuse("stored as changed by the key policy")
+		case change == identity.KeyUnchanged:
+			// The stored key holds all of the peer's and more (Hockeypuck
+			// and SKS keep what Kith's policy caps or drops, and the other
+			// way round): the peer's digest will never bring anything new.
+			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), "merging it changed nothing"); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: %X", recon.ErrUnchanged, raw.Fingerprint())
 		}
 		return nil
 	}

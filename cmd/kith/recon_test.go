@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
@@ -149,5 +151,81 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 			t.Fatal("condition not met in time")
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// withoutLastUserID is k without its last user ID and that user ID's
+// signatures: a smaller form of the same key, as a peer whose policy
+// dropped something might hold it.
+func withoutLastUserID(t testing.TB, k *pgp.Key) *pgp.Key {
+	t.Helper()
+	ps := k.Packets()
+	last := -1
+	for i, p := range ps {
+		if p.Tag == pgp.TagUserID {
+			last = i
+		}
+	}
+	end := last + 1
+	for end < len(ps) && ps[end].Tag == pgp.TagSignature {
+		end++
+	}
+	if last < 0 {
+		t.Fatal("key has no user ID")
+	}
+	out, _, err := pgp.DefaultPolicy().Apply(pgp.NewKey(append(slices.Clone(ps[:last]), ps[end:]...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestReconRemembersKeysWhoseMergeChangesNothing: a peer holding a smaller
+// form of a key (Hockeypuck keeps the same key differently) has a digest
+// Kith lacks, so Kith fetches it; merged, it changes nothing. It counts as
+// unchanged, not stored, and is not fetched again in the next round.
+func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	raw, err := keygen.New(31).Range(0, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := policyKeys(t, raw)
+	i := slices.IndexFunc(keys, func(k *pgp.Key) bool { return len(k.Describe().UserIDs) >= 2 })
+	if i < 0 {
+		t.Fatal("no generated key with two user IDs")
+	}
+	full, smaller := keys[i], withoutLastUserID(t, keys[i])
+	a := newReconNode(t, ctx, []*pgp.Key{full})
+	b := newReconNode(t, ctx, []*pgp.Key{smaller})
+	a.start(t, ctx, b.reconLn.Addr().String(), b.http.URL)
+	b.start(t, ctx, a.reconLn.Addr().String(), a.http.URL)
+	peer := recon.Peer{Address: b.reconLn.Addr().String(), HTTP: b.http.URL}
+
+	res, fetched, err := a.manager.ReconcileWith(ctx, peer)
+	if err != nil {
+		t.Fatalf("first round: %v", err)
+	}
+	if len(res.Missing) != 1 || fetched.Received != 1 || fetched.Unchanged != 1 || fetched.Stored != 0 || fetched.Rejected != 0 {
+		t.Fatalf("first round: missing %d, fetch %+v; want the smaller form fetched once and counted unchanged", len(res.Missing), fetched)
+	}
+	// Remembered in the store, for every node and past restarts. (b may
+	// meanwhile have fetched the full form from a, so the next round may
+	// find no difference at all; either way nothing is fetched again.)
+	refused, err := a.store.RefusedDigests(ctx, [][16]byte{smaller.Digest()})
+	if err != nil || !refused[smaller.Digest()] {
+		t.Fatalf("the smaller form's digest is not remembered: %v %v", refused, err)
+	}
+	_, fetched, err = a.manager.ReconcileWith(ctx, peer)
+	if err != nil {
+		t.Fatalf("second round: %v", err)
+	}
+	if fetched.Requested != 0 || fetched.Received != 0 {
+		t.Fatalf("second round fetched again: %+v", fetched)
+	}
+	stored, _, err := a.store.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	if err != nil || len(stored) != 1 || stored[0].Digest != full.Digest() {
+		t.Fatalf("a's key after recon: %v %v; want it unchanged", stored, err)
 	}
 }
