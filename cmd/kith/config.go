@@ -172,7 +172,7 @@ func settings() []setting {
 // is not a setting (the test suite's database, for one).
 func auxiliaryEnv(name string) bool {
 	switch name {
-	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE":
+	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE", idServerEnv:
 		return true
 	}
 	// kith authorized-keys reads its own settings from these.

@@ -7,6 +7,7 @@
 //	kith load      bulk-load SKS dump files and armored key files
 //	kith dump      write the store as SKS dump files
 //	kith repair    re-run the key policy over every stored key
+//	kith id        claim a handle and link keys at a server (the client)
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -52,6 +53,7 @@ func commands() []command {
 		{"repair", "re-run the key policy over every stored key and write back what it changes", runRepair},
 		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
+		{"id", "claim a handle and link or revoke keys at a Kith server, signing with ssh-keygen or gpg", runID},
 		{"version", "print Kith's version", runVersion},
 	}
 }
@@ -62,7 +64,7 @@ func main() {
 	err := run(ctx, env, os.Args[1:])
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errQuietUsage) {
 			fmt.Fprintln(os.Stderr, "kith:", err)
 		}
 		os.Exit(exitCode(err))
