@@ -93,6 +93,8 @@ func (c *Challenge) render() []byte {
 		b.WriteString("I link this factor to this handle.\n")
 	case PurposeRevoke:
 		b.WriteString("I unlink this factor from this handle.\n")
+	case PurposeLogin:
+		b.WriteString("I log in to this server as this handle with this key.\n")
 	}
 	return []byte(b.String())
 }
