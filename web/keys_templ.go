@@ -57,7 +57,7 @@ func homePage(p page) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if p.LoginEnabled && p.Handle == "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<li><a href=\"/login\">Log in</a> to link your keys and accounts to one identity</li>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<li><a href=\"/login\">Log in</a> to link your keys and accounts to one identity, or <a href=\"/claim\">claim a handle</a> with a key you hold</li>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
