@@ -85,7 +85,7 @@ func (h *Handler) keyChallenge(w http.ResponseWriter, r *http.Request, purpose i
 	if !h.checkCSRF(w, r, s) {
 		return
 	}
-	form.Handle = strings.ToLower(strings.TrimSpace(r.PostFormValue("handle")))
+	form.Handle = identity.FoldHandle(strings.TrimSpace(r.PostFormValue("handle")))
 	form.Key = r.PostFormValue("key")
 	again := func(status int, msg string) {
 		form.Error = msg

@@ -34,6 +34,8 @@ type keySummary struct {
 	Revoked     bool
 	Expired     bool
 	UserIDs     []string
+	// RevokedUserIDs are listed after the others, marked revoked.
+	RevokedUserIDs []string
 }
 
 // keyView is a key's page.
@@ -155,12 +157,34 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 	p := h.page(w, r, "Search")
 	q := r.URL.Query().Get("q")
 	if strings.TrimSpace(q) == "" {
-		h.render(w, r, http.StatusOK, searchPage(p, q, nil, false, "Type something to search for.", 0))
+		h.render(w, r, http.StatusOK, searchPage(p, q, nil, nil, false, "Type something to search for.", 0))
+		return
+	}
+	lucky := r.URL.Query().Get("lucky") != ""
+	people, jump, err := h.findPeople(r, q)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if jump == "" && lucky && len(people) > 0 {
+		jump = "/u/" + people[0].Handle
+	}
+	if jump != "" {
+		http.Redirect(w, r, jump, http.StatusSeeOther)
+		return
+	}
+	if isSSHFingerprint(q) {
+		// Not a key search: an SSH key is found by who proved it.
+		h.render(w, r, http.StatusOK, searchPage(p, q, people, nil, false, "", h.opts.MaxResults))
 		return
 	}
 	query, err := parseSearch(q, h.opts.MaxResults)
 	if err != nil {
-		h.render(w, r, http.StatusBadRequest, searchPage(p, q, nil, false, "That search cannot be run: "+err.Error()+".", 0))
+		if len(people) > 0 {
+			h.render(w, r, http.StatusOK, searchPage(p, q, people, nil, false, "", 0))
+			return
+		}
+		h.render(w, r, http.StatusBadRequest, searchPage(p, q, nil, nil, false, "That search cannot be run: "+err.Error()+".", 0))
 		return
 	}
 	keys, more, err := h.deps.Keys.FindKeys(r.Context(), query)
@@ -178,11 +202,19 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 			Expired: !k.Expires.IsZero() && !k.Expires.After(now),
 		}
 		for _, u := range k.UserIDs {
-			s.UserIDs = append(s.UserIDs, u.Text)
+			if !u.Revoked {
+				s.UserIDs = append(s.UserIDs, u.Text)
+			} else {
+				s.RevokedUserIDs = append(s.RevokedUserIDs, u.Text)
+			}
 		}
 		out = append(out, s)
 	}
-	h.render(w, r, http.StatusOK, searchPage(p, q, out, more, "", h.opts.MaxResults))
+	if lucky && len(out) > 0 {
+		http.Redirect(w, r, "/keys/"+out[0].Fingerprint, http.StatusSeeOther)
+		return
+	}
+	h.render(w, r, http.StatusOK, searchPage(p, q, people, out, more, "", h.opts.MaxResults))
 }
 
 // findKey returns the stored key with the primary fingerprint fp.
@@ -264,7 +296,8 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 		return keyView{}, err
 	}
 	for _, u := range d.UserIDs {
-		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
+		// A revoked user ID is never shown as the primary one.
+		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary && !u.Revoked, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
 		switch {
 		case u.Revoked:
 			uv.Status = "revoked"
@@ -274,6 +307,10 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
 		v.UserIDs = append(v.UserIDs, uv)
 	}
+	// Revoked user IDs last.
+	slices.SortStableFunc(v.UserIDs, func(a, b uidView) int {
+		return cmpBool(a.Status == "revoked", b.Status == "revoked")
+	})
 	for _, s := range d.Subkeys {
 		sv := subkeyView{
 			Fingerprint: strings.ToUpper(hex.EncodeToString(s.Fingerprint)), Algorithm: algorithmName(int(s.Algorithm), s.Bits, s.Curve),

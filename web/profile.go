@@ -168,6 +168,12 @@ func evidenceOf(e *identity.Evidence, counts bool) evidenceView {
 func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 	p := h.page(w, r, "Profile")
 	handle := r.PathValue("handle")
+	if folded := identity.FoldHandle(handle); folded != handle {
+		if _, err := identity.ParseHandle(folded); err == nil {
+			http.Redirect(w, r, "/u/"+folded, http.StatusMovedPermanently)
+			return
+		}
+	}
 	id, a, recs, err := h.deps.Identities.Lookup(r.Context(), handle)
 	switch identity.CodeOf(err) {
 	case "":
