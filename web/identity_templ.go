@@ -216,14 +216,14 @@ func factorList(factors []factorView, csrf string) templ.Component {
 					}
 				}
 				if f.Parent != "" {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"muted\">carried by the OpenPGP key <a class=\"mono\" href=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"muted\">carried by the OpenPGP key <a class=\"fp mono\" href=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var11 string
 					templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL("/keys/" + f.Parent)).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 36, Col: 105}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 36, Col: 108}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 					if templ_7745c5c3_Err != nil {
@@ -234,9 +234,9 @@ func factorList(factors []factorView, csrf string) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var12 string
-					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(f.Parent)
+					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(groupHex(f.Parent))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 36, Col: 118}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 36, Col: 131}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 					if templ_7745c5c3_Err != nil {
@@ -754,9 +754,9 @@ func identityPicture(pic picture) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var41 string
-		templ_7745c5c3_Var41, templ_7745c5c3_Err = templruntime.NewAttributeExpression(fmt.Sprintf("0 0 %d %d", pic.Width, pic.Height)).Resolve(ctx)
+		templ_7745c5c3_Var41, templ_7745c5c3_Err = templruntime.NewAttributeExpression(fmt.Sprintf("0 %d %d %d", pic.MinY, pic.Width, pic.Height)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 113, Col: 164}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/identity.templ`, Line: 113, Col: 175}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var41)
 		if templ_7745c5c3_Err != nil {

@@ -133,9 +133,21 @@ func groupHex(s string) string {
 	return b.String()
 }
 
+// hkpURL is the keyserver URL gpg takes for a server URL: hkp:// for
+// http, hkps:// for https.
+func hkpURL(u string) string {
+	if rest, ok := strings.CutPrefix(u, "https://"); ok {
+		return "hkps://" + rest
+	}
+	if rest, ok := strings.CutPrefix(u, "http://"); ok {
+		return "hkp://" + rest
+	}
+	return u
+}
+
 // serveHome is the home page with the search box.
 func (h *Handler) serveHome(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver")))
+	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver"), hkpURL(h.publicURL())))
 }
 
 // parseSearch turns a search into a store query, as HKP reads one

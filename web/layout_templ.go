@@ -177,7 +177,7 @@ func searchForm(q string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<form class=\"search\" method=\"get\" action=\"/search\" role=\"search\"><div style=\"flex:1\"><label for=\"q\">Search people and keys</label> <input type=\"search\" id=\"q\" name=\"q\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<form class=\"search\" method=\"get\" action=\"/search\" role=\"search\"><div class=\"query\"><label for=\"q\">Search people and keys</label> <input type=\"search\" id=\"q\" name=\"q\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -15,8 +15,9 @@ import (
 
 // picture is the laid-out SVG.
 type picture struct {
-	Width, Height int
-	CX, CY        int
+	// MinY, Width and Height are the viewBox: the drawing's extent.
+	MinY, Width, Height int
+	CX, CY              int
 	Handle        string
 	Nodes         []pictureNode
 	Edges         []pictureEdge
@@ -126,7 +127,8 @@ func newPicture(handle string, factors []factorView) picture {
 				x1, y1 = p.Nodes[j].X, p.Nodes[j].Y
 			}
 		}
-		e := pictureEdge{X1: x1, Y1: y1, X2: node.X, Y2: node.Y, LX: (x1 + node.X) / 2, LY: (y1+node.Y)/2 - 4,
+		// The label sits past the middle, clear of the handle's circle.
+		e := pictureEdge{X1: x1, Y1: y1, X2: node.X, Y2: node.Y, LX: x1 + (node.X-x1)*3/5, LY: y1 + (node.Y-y1)*3/5 - 4,
 			Label: edgeLabel(f), Level: f.Level, Stroke: node.Stroke}
 		switch f.Level {
 		case "claimed":
@@ -136,5 +138,11 @@ func newPicture(handle string, factors []factorView) picture {
 		}
 		p.Edges = append(p.Edges, e)
 	}
+	// Crop the viewBox to what is drawn, so that no band stays empty.
+	top, bottom := p.CY-46, p.CY+46
+	for _, n := range p.Nodes {
+		top, bottom = min(top, n.Y-24), max(bottom, n.Y+24)
+	}
+	p.MinY, p.Height = top-16, bottom-top+32
 	return p
 }
