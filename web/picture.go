@@ -18,9 +18,9 @@ type picture struct {
 	// MinY, Width and Height are the viewBox: the drawing's extent.
 	MinY, Width, Height int
 	CX, CY              int
-	Handle        string
-	Nodes         []pictureNode
-	Edges         []pictureEdge
+	Handle              string
+	Nodes               []pictureNode
+	Edges               []pictureEdge
 }
 
 // pictureNode is one factor.
