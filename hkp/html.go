@@ -19,14 +19,22 @@ import (
 	"github.com/kith-keyserver/kith/pgp"
 )
 
+// indexTemplate is the HTML op=index/vindex answer. It wears the pages'
+// stylesheet and header (served beside HKP by kith serve), so that a
+// browser that lands here sees the same site; the listing stays the
+// preformatted one HKP clients and people expect.
 var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>Search results for {{.Search}}</title>
-<style>body{font-family:sans-serif;margin:2em}pre{font-size:0.95em}.note{background:#fff3cd;padding:0.5em}</style>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Search results for {{.Search}} · Kith</title>
+<link rel="stylesheet" href="/static/kith.css">
 </head>
 <body>
+<header class="site"><a class="brand" href="/">Kith</a>
+<nav aria-label="Main"><ul><li><a href="/search">Search</a></li><li><a href="/upload">Upload</a></li><li><a href="/stats">Statistics</a></li><li><a href="/login">Log in</a></li></ul></nav></header>
+<main id="main">
 <h1>Search results for “{{.Search}}”</h1>
 {{if .Truncated}}<p class="note">More than {{.Count}} keys match: only the first {{.Count}} are shown. Use a more specific search (an email address, a key ID or a fingerprint).</p>
 {{end}}<p>{{.Count}} {{if eq .Count 1}}key{{else}}keys{{end}} shown.</p>
@@ -41,7 +49,9 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 {{if $.ShowFingerprint}}     Fingerprint={{.Fingerprint}}
 {{end}}{{range .Sigs}}     sig  {{.}}
 {{end}}{{end}}</pre>
-{{end}}</body>
+{{end}}</main>
+<footer class="site">Kith identity keyserver · <a href="/pks/lookup?op=stats">HKP statistics</a></footer>
+</body>
 </html>
 `))
 

@@ -279,6 +279,10 @@ func TestLookupCapsBroadSearches(t *testing.T) {
 	if r.code != http.StatusOK || !strings.Contains(r.body, "More than 100 keys match") || strings.Count(r.body, "<strong>pub</strong>") != 100 {
 		t.Errorf("html index: %d %s", r.code, truncate(r.body, 400))
 	}
+	// The HTML index wears the site's stylesheet and header.
+	if !strings.Contains(r.body, `<link rel="stylesheet" href="/static/kith.css">`) || !strings.Contains(r.body, `<header class="site">`) {
+		t.Errorf("html index does not look like the site: %s", truncate(r.body, 400))
+	}
 	r = ts.lookup("op=get&options=mr&search=cohort")
 	if r.code != http.StatusBadRequest || !strings.Contains(r.body, "too many keys match") {
 		t.Errorf("get: %d %s", r.code, truncate(r.body, 200))

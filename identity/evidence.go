@@ -84,11 +84,14 @@ const (
 	// replace it by its tombstone (Service.DeleteKey). It names no handle
 	// and appends no evidence.
 	PurposeDeleteKey Purpose = "delete-key"
+	// PurposeLogin: open a session on the pages with a proven key. A
+	// login writes no record: it proves possession to this server only.
+	PurposeLogin Purpose = "login"
 )
 
 // Valid reports whether p is one of the purposes.
 func (p Purpose) Valid() bool {
-	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke
+	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke || p == PurposeLogin
 }
 
 // Evidence is one record of the evidence log. A record links From to To

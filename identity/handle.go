@@ -75,6 +75,21 @@ func ParseHandle(s string) (Handle, error) {
 	return Handle(s), nil
 }
 
+// FoldHandle lower-cases the ASCII letters of s, the form in which
+// lookups take a handle: /users/NORA.keys is nora's, as on code-hosting
+// sites. Only ASCII folds, so that no other character (the Kelvin sign
+// lower-cases to "k") reaches a handle this way. Claims do not fold: a
+// statement names the handle as it will be.
+func FoldHandle(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
 // String returns the handle as text.
 func (h Handle) String() string { return string(h) }
 

@@ -280,3 +280,38 @@ func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login
 
 // DeletedLabel labels the revocations that end a deleted identity.
 const DeletedLabel = "identity deleted at its holder's request"
+
+// LoginWithKey checks a signed login statement and returns the identity
+// it logs in to and the key that signed: the statement's key must be
+// proven for the identity now, and the statement is consumed, so that it
+// opens one session. Like an OpenID Connect login it writes no record:
+// it proves possession to this server, for a session, and nothing that a
+// third party needs to re-check.
+func (s *Service) LoginWithKey(ctx context.Context, statement []byte, p Proof) (Handle, Factor, error) {
+	c, err := s.statement(statement, PurposeLogin)
+	if err != nil {
+		return "", Factor{}, err
+	}
+	v, err := s.verify(ctx, p, c.Factor, statement)
+	if err != nil {
+		return "", Factor{}, err
+	}
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
+		now := s.now()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
+		a, err := s.assess(ctx, tx, c.Handle, now)
+		if err != nil {
+			return err
+		}
+		if !a.Proven(v.factor) {
+			return Refuse(CodeNotProven, "%s is not a proven factor of %q", v.factor, c.Handle)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", Factor{}, wrapOp("login", err)
+	}
+	return c.Handle, v.factor, nil
+}

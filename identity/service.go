@@ -196,7 +196,7 @@ type Proof struct {
 // valid handle; add and revoke need an existing identity.
 func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle string, f Factor) (*Challenge, error) {
 	if !purpose.Valid() {
-		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add or revoke", clip(string(purpose)))
+		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke or login", clip(string(purpose)))
 	}
 	h, err := checkHandle(handle)
 	if err != nil {

@@ -98,6 +98,8 @@ func (c *Challenge) render() []byte {
 	case PurposeDeleteKey:
 		b.WriteString("I hold this key and ask this server to delete it: to keep only its primary key\n" +
 			"and revocations, and never to store anything else of it again.\n")
+	case PurposeLogin:
+		b.WriteString("I log in to this server as this handle with this key.\n")
 	}
 	return []byte(b.String())
 }

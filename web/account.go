@@ -45,6 +45,9 @@ type accountView struct {
 	Factors   []factorView
 	Sessions  []sessionView
 	Providers []string
+	// ByKey: the session logged in with a key, whose signature each
+	// change needs (there is no ID token to stand for consent).
+	ByKey bool
 }
 
 // signView is the page that shows a statement to sign.
@@ -59,6 +62,13 @@ type signView struct {
 	Encoded string
 	Command string
 	Error   string
+	// Action is where the form goes (the account page's link when
+	// empty); Intro starts the sentence naming the factor ("To link");
+	// Button labels the submit button.
+	Action, Intro, Button string
+	// By is the key a session logged in with, which must co-sign a link
+	// (empty for OpenID Connect sessions); ByCommand signs with it.
+	By, ByKind, ByCommand string
 }
 
 // requireUser returns the logged-in session, or sends the visitor to log
@@ -87,11 +97,11 @@ func (h *Handler) requireUser(w http.ResponseWriter, r *http.Request) (*session.
 
 // serveAccount shows the account page.
 func (h *Handler) serveAccount(w http.ResponseWriter, r *http.Request) {
-	s, _, ok := h.requireUser(w, r)
+	s, l, ok := h.requireUser(w, r)
 	if !ok {
 		return
 	}
-	v, err := h.accountView(r, s)
+	v, err := h.accountView(r, s, l)
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -100,17 +110,18 @@ func (h *Handler) serveAccount(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, accountPage(h.pageFor(w, r, s, "Your account"), v))
 }
 
-func (h *Handler) accountView(r *http.Request, s *session.Session) (accountView, error) {
+func (h *Handler) accountView(r *http.Request, s *session.Session, l *loginData) (accountView, error) {
 	ctx := r.Context()
 	id, a, recs, err := h.deps.Identities.Lookup(ctx, string(s.Handle))
 	if err != nil {
 		return accountView{}, err
 	}
-	v := accountView{Handle: string(id.Handle), Created: date(id.Created), Factors: factorViews(a, recs, true)}
+	v := accountView{Handle: string(id.Handle), Created: date(id.Created), Factors: factorViews(a, recs, true), ByKey: l.byKey()}
 	for i := range v.Factors {
 		f := &v.Factors[i]
-		f.Current = f.Kind == string(identity.KindOIDC) && f.Value == oidcValueView(s.Account)
-		f.Unlinkable = f.Parent == "" && !f.Current && f.Kind != string(identity.KindEmail) &&
+		f.Current = f.Kind == string(identity.KindOIDC) && f.Value == oidcValueView(s.Account) ||
+			f.Kind == string(s.Account.Kind) && f.Value == s.Account.Value
+		f.Unlinkable = !v.ByKey && f.Parent == "" && !f.Current && f.Kind != string(identity.KindEmail) &&
 			(f.Level == "proven" || f.Level == "claimed" || f.Level == "expired")
 	}
 	list, err := h.deps.Sessions.IdentitySessions(ctx, s.Handle, h.now())
@@ -124,7 +135,7 @@ func (h *Handler) accountView(r *http.Request, s *session.Session) (accountView,
 			Current: string(o.TokenHash) == string(s.TokenHash),
 		})
 	}
-	if h.deps.Providers != nil {
+	if h.deps.Providers != nil && !v.ByKey {
 		v.Providers = h.deps.Providers.Names()
 	}
 	return v, nil
@@ -145,7 +156,7 @@ const (
 // serveChallenge issues an add statement for an SSH key or OpenPGP key
 // and shows it with the command that signs it.
 func (h *Handler) serveChallenge(w http.ResponseWriter, r *http.Request) {
-	s, _, ok := h.requireUser(w, r)
+	s, l, ok := h.requireUser(w, r)
 	if !ok || !h.checkCSRF(w, r, s) {
 		return
 	}
@@ -178,12 +189,16 @@ func (h *Handler) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := signView{Kind: kind, Factor: f.Value, Label: label, Statement: string(c.Statement), Encoded: base64.StdEncoding.EncodeToString(c.Statement)}
-	if kind == "ssh" {
-		v.Command = sshCommand
-	} else {
-		v.Command = pgpCommand
-	}
+	v.Command = commandFor(kind)
+	v.coSign(l)
 	h.render(w, r, http.StatusOK, signPage(h.pageFor(w, r, s, "Sign the statement"), v))
+}
+
+// coSign asks a session logged in by key for that key's signature too.
+func (v *signView) coSign(l *loginData) {
+	if l.byKey() {
+		v.By, v.ByKind, v.ByCommand = l.KeyValue, string(l.KeyKind), commandFor(string(l.KeyKind))
+	}
 }
 
 // serveVerify takes the signed statement and links the key.
@@ -209,22 +224,35 @@ func (h *Handler) serveVerify(w http.ResponseWriter, r *http.Request) {
 	again := func(status int, msg string) {
 		v := signView{Kind: kind, Factor: c.Factor.Value, Label: ssh.SanitizeComment(r.PostFormValue("label")),
 			Statement: string(statement), Encoded: r.PostFormValue("statement"), Error: msg}
-		v.Command = sshCommand
-		if kind == "pgp" {
-			v.Command = pgpCommand
-		}
+		v.Command = commandFor(kind)
+		v.coSign(l)
 		h.render(w, r, status, signPage(h.pageFor(w, r, s, "Sign the statement"), v))
 	}
 	if strings.TrimSpace(sig) == "" {
 		again(http.StatusBadRequest, "Paste the signature first.")
 		return
 	}
-	err = h.deps.Identities.AddWithSession(r.Context(), identity.SessionAddRequest{
-		Statement: statement,
-		New:       &identity.Proof{Signature: []byte(sig)},
-		Session:   l.login(),
-		Label:     ssh.SanitizeComment(r.PostFormValue("label")),
-	})
+	label := ssh.SanitizeComment(r.PostFormValue("label"))
+	if l.byKey() {
+		bySig := pastedSignature(r.PostFormValue("by_signature"))
+		if bySig == nil {
+			again(http.StatusBadRequest, "Paste the signature by the key you logged in with too.")
+			return
+		}
+		err = h.deps.Identities.Add(r.Context(), identity.AddRequest{
+			Statement: statement,
+			New:       &identity.Proof{Signature: []byte(sig)},
+			By:        &identity.Proof{Factor: h.byFactor(r, s), Signature: bySig},
+			Label:     label,
+		})
+	} else {
+		err = h.deps.Identities.AddWithSession(r.Context(), identity.SessionAddRequest{
+			Statement: statement,
+			New:       &identity.Proof{Signature: []byte(sig)},
+			Session:   l.login(),
+			Label:     label,
+		})
+	}
 	if err != nil {
 		code := identity.CodeOf(err)
 		if code == "" {
@@ -248,6 +276,10 @@ func (h *Handler) serveVerify(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serveUnlink(w http.ResponseWriter, r *http.Request) {
 	s, l, ok := h.requireUser(w, r)
 	if !ok || !h.checkCSRF(w, r, s) {
+		return
+	}
+	if l.byKey() {
+		h.fail(w, r, http.StatusForbidden, "Not unlinked", keySessionLimit)
 		return
 	}
 	ctx := r.Context()
@@ -277,6 +309,21 @@ func (h *Handler) serveUnlink(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(ctx, "web: factor unlinked", slog.String("kind", string(st.Factor.Kind)), slog.String("handle", string(s.Handle)))
 	http.Redirect(w, r, "/account?done=unlinked", http.StatusSeeOther)
+}
+
+// keySessionLimit says what a session opened by a key cannot do.
+const keySessionLimit = "You logged in with a key: unlinking and deleting need a signature for each change, which these pages do not take yet. Use kith id revoke HANDLE FACTOR, or log in with an OpenID account. Nothing was changed."
+
+// byFactor is the session's key as the identity holds it (an SSH key
+// with its blob), for the service to check its signature.
+func (h *Handler) byFactor(r *http.Request, s *session.Session) identity.Factor {
+	_, a, _, err := h.deps.Identities.Lookup(r.Context(), string(s.Handle))
+	if err == nil {
+		if st, ok := a.Status(s.Account); ok {
+			return st.Factor
+		}
+	}
+	return s.Account
 }
 
 // serveEndSessions logs the identity out everywhere.

@@ -19,6 +19,10 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	if !ok || !h.checkCSRF(w, r, s) {
 		return
 	}
+	if l.byKey() {
+		h.fail(w, r, http.StatusForbidden, "Not deleted", keySessionLimit)
+		return
+	}
 	if r.PostFormValue("confirm") != string(s.Handle) {
 		h.fail(w, r, http.StatusBadRequest, "Not deleted", "To delete your account, type your handle in the confirmation box. Nothing was changed.")
 		return

@@ -31,7 +31,15 @@ type loginData struct {
 	IDToken        string          `json:"id_token"`
 	SigningKey     json.RawMessage `json:"jwk"`
 	Next           string          `json:"next,omitempty"`
+	// KeyKind and KeyValue are set for a login by key (LoginWithKey):
+	// the session's account is then that key, and its consent to a
+	// change is that key's signature, asked for each time.
+	KeyKind  identity.FactorKind `json:"key_kind,omitempty"`
+	KeyValue string              `json:"key_value,omitempty"`
 }
+
+// byKey reports whether the login was by a key's signature.
+func (l *loginData) byKey() bool { return l.KeyKind != "" }
 
 // newLoginData keeps what is needed of a verified login.
 func newLoginData(l *oidc.Login, clientID string) *loginData {
@@ -63,7 +71,12 @@ func decodeLogin(b []byte) (*loginData, error) {
 }
 
 // account is the login's OIDC factor.
-func (l *loginData) account() identity.Factor { return identity.OIDCFactor(l.Issuer, l.Subject) }
+func (l *loginData) account() identity.Factor {
+	if l.byKey() {
+		return identity.Factor{Kind: l.KeyKind, Value: l.KeyValue}
+	}
+	return identity.OIDCFactor(l.Issuer, l.Subject)
+}
 
 // verifiedEmail is the factor of the email the provider verified, or zero.
 func (l *loginData) verifiedEmail() identity.Factor {

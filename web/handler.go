@@ -55,6 +55,12 @@ type Identities interface {
 	ClaimWithLogin(ctx context.Context, handle string, l identity.Login) (identity.Identity, error)
 	LinkLogin(ctx context.Context, h identity.Handle, by, l identity.Login) error
 	RecordLoginEmail(ctx context.Context, h identity.Handle, l identity.Login) error
+	// Claim creates an identity with a signed claim statement; Add links
+	// a factor with signatures; LoginWithKey checks a signed login
+	// statement (the pages' login without an OpenID provider).
+	Claim(ctx context.Context, req identity.ClaimRequest) (identity.Identity, error)
+	Add(ctx context.Context, req identity.AddRequest) error
+	LoginWithKey(ctx context.Context, statement []byte, p identity.Proof) (identity.Handle, identity.Factor, error)
 	// DeleteWithSession ends an identity.
 	DeleteWithSession(ctx context.Context, h identity.Handle, session identity.Login) (int, error)
 }
@@ -196,6 +202,12 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"POST /login/{provider}", h.serveBegin},
 		{"GET /login/{provider}/callback", h.serveCallback},
 		{"GET /login/choose-handle", h.serveChooseHandle},
+		{"GET /claim", h.serveClaimForm},
+		{"POST /claim", h.serveClaimChallenge},
+		{"POST /claim/verify", h.serveClaimVerify},
+		{"GET /login/key", h.serveKeyLoginForm},
+		{"POST /login/key", h.serveKeyLoginChallenge},
+		{"POST /login/key/verify", h.serveKeyLoginVerify},
 		{"POST /login/choose-handle", h.serveClaimHandle},
 		{"POST /logout", h.serveLogout},
 		{"GET /account", h.serveAccount},

@@ -80,6 +80,18 @@ func (l *lockedBuffer) String() string {
 // tokens have expired when issued).
 func newSite(t *testing.T, opts web.Options) *site {
 	t.Helper()
+	return newSiteWith(t, opts, true)
+}
+
+// newKeySite is newSite with no OpenID provider configured in the pages
+// (the provider still runs, unknown to them): people log in by key.
+func newKeySite(t *testing.T) *site {
+	t.Helper()
+	return newSiteWith(t, web.Options{}, false)
+}
+
+func newSiteWith(t *testing.T, opts web.Options, withProviders bool) *site {
+	t.Helper()
 	s := &site{t: t, store: pgtest.NewStore(t), logs: &lockedBuffer{}}
 	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.key = make([]byte, 32)
@@ -122,9 +134,11 @@ func newSite(t *testing.T, opts web.Options) *site {
 		opts.CSRFKey = s.key
 	}
 	opts.Logger = log
-	s.web, err = web.NewHandler(web.Deps{
-		Keys: s.store, Identities: s.svc, Sessions: s.store, Providers: providers, VerifiedEmails: s.store,
-	}, opts)
+	deps := web.Deps{Keys: s.store, Identities: s.svc, Sessions: s.store, VerifiedEmails: s.store}
+	if withProviders {
+		deps.Providers = providers
+	}
+	s.web, err = web.NewHandler(deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,8 @@ type keySummary struct {
 	Revoked     bool
 	Expired     bool
 	UserIDs     []uidSummary
+	// RevokedUserIDs are listed after the others, marked revoked.
+	RevokedUserIDs []string
 }
 
 // uidSummary is one user ID of a search result.
@@ -151,9 +153,21 @@ func groupHex(s string) string {
 	return b.String()
 }
 
+// hkpURL is the keyserver URL gpg takes for a server URL: hkp:// for
+// http, hkps:// for https.
+func hkpURL(u string) string {
+	if rest, ok := strings.CutPrefix(u, "https://"); ok {
+		return "hkps://" + rest
+	}
+	if rest, ok := strings.CutPrefix(u, "http://"); ok {
+		return "hkp://" + rest
+	}
+	return u
+}
+
 // serveHome is the home page with the search box.
 func (h *Handler) serveHome(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver")))
+	h.render(w, r, http.StatusOK, homePage(h.page(w, r, "Kith keyserver"), hkpURL(h.publicURL())))
 }
 
 // parseSearch turns a search into a store query, as HKP reads one
@@ -175,12 +189,34 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 	p := h.page(w, r, "Search")
 	q := r.URL.Query().Get("q")
 	if strings.TrimSpace(q) == "" {
-		h.render(w, r, http.StatusOK, searchPage(p, q, nil, false, "Type something to search for.", 0))
+		h.render(w, r, http.StatusOK, searchPage(p, q, nil, nil, false, "Type something to search for.", 0))
+		return
+	}
+	lucky := r.URL.Query().Get("lucky") != ""
+	people, jump, err := h.findPeople(r, q)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if jump == "" && lucky && len(people) > 0 {
+		jump = "/u/" + people[0].Handle
+	}
+	if jump != "" {
+		http.Redirect(w, r, jump, http.StatusSeeOther)
+		return
+	}
+	if isSSHFingerprint(q) {
+		// Not a key search: an SSH key is found by who proved it.
+		h.render(w, r, http.StatusOK, searchPage(p, q, people, nil, false, "", h.opts.MaxResults))
 		return
 	}
 	query, err := parseSearch(q, h.opts.MaxResults)
 	if err != nil {
-		h.render(w, r, http.StatusBadRequest, searchPage(p, q, nil, false, "That search cannot be run: "+err.Error()+".", 0))
+		if len(people) > 0 {
+			h.render(w, r, http.StatusOK, searchPage(p, q, people, nil, false, "", 0))
+			return
+		}
+		h.render(w, r, http.StatusBadRequest, searchPage(p, q, nil, nil, false, "That search cannot be run: "+err.Error()+".", 0))
 		return
 	}
 	keys, more, err := h.deps.Keys.FindKeys(r.Context(), query)
@@ -203,11 +239,19 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, u := range k.UserIDs {
-			s.UserIDs = append(s.UserIDs, uidSummary{Text: u.Text, Verified: u.Email != "" && !u.Revoked && verified[u.Email]})
+			if !u.Revoked {
+				s.UserIDs = append(s.UserIDs, uidSummary{Text: u.Text, Verified: u.Email != "" && verified[u.Email]})
+			} else {
+				s.RevokedUserIDs = append(s.RevokedUserIDs, u.Text)
+			}
 		}
 		out = append(out, s)
 	}
-	h.render(w, r, http.StatusOK, searchPage(p, q, out, more, "", h.opts.MaxResults))
+	if lucky && len(out) > 0 {
+		http.Redirect(w, r, "/keys/"+out[0].Fingerprint, http.StatusSeeOther)
+		return
+	}
+	h.render(w, r, http.StatusOK, searchPage(p, q, people, out, more, "", h.opts.MaxResults))
 }
 
 // findKey returns the stored key with the primary fingerprint fp.
@@ -293,7 +337,8 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 		return keyView{}, err
 	}
 	for _, u := range d.UserIDs {
-		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
+		// A revoked user ID is never shown as the primary one.
+		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary && !u.Revoked, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
 		switch {
 		case u.Revoked:
 			uv.Status = "revoked"
@@ -308,6 +353,10 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 		}
 		v.UserIDs = append(v.UserIDs, uv)
 	}
+	// Revoked user IDs last.
+	slices.SortStableFunc(v.UserIDs, func(a, b uidView) int {
+		return cmpBool(a.Status == "revoked", b.Status == "revoked")
+	})
 	for _, s := range d.Subkeys {
 		sv := subkeyView{
 			Fingerprint: strings.ToUpper(hex.EncodeToString(s.Fingerprint)), Algorithm: algorithmName(int(s.Algorithm), s.Bits, s.Curve),

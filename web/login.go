@@ -189,6 +189,10 @@ func (h *Handler) linkLogin(w http.ResponseWriter, r *http.Request, cur *session
 		h.internal(w, r, err)
 		return
 	}
+	if by.byKey() {
+		h.fail(w, r, http.StatusForbidden, "Account not linked", "You logged in with a key; to link an OpenID account, log out and log in with it, or link it from a session opened with an account already linked. Nothing was stored.")
+		return
+	}
 	err = h.linkAccount(ctx, cur.Handle, by, l)
 	if identity.CodeOf(err) == identity.CodeAlreadyLinked {
 		http.Redirect(w, r, "/account?done=already-linked", http.StatusSeeOther)

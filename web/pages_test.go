@@ -98,7 +98,9 @@ func TestPublicPagesShowStoredKeys(t *testing.T) {
 
 	for _, q := range []string{"dana@example.org", "0x" + fpr[24:], "0x" + fpr[32:], fpr, "scully dana"} {
 		p := b.get("/search?q=" + url.QueryEscape(q))
-		if p.status != http.StatusOK || !strings.Contains(p.body, "/keys/"+fpr) || !strings.Contains(p.body, "Dana Scully &lt;dana@example.org&gt;") {
+		// An exact fingerprint jumps to the key's page.
+		found := strings.Contains(p.body, "/keys/"+fpr) || p.url.Path == "/keys/"+fpr
+		if p.status != http.StatusOK || !found || !strings.Contains(p.body, "Dana Scully &lt;dana@example.org&gt;") {
 			t.Errorf("search %q: %d:\n%s", q, p.status, p.body)
 		}
 	}

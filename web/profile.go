@@ -170,6 +170,12 @@ func evidenceOf(e *identity.Evidence, counts bool) evidenceView {
 func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 	p := h.page(w, r, "Profile")
 	handle := r.PathValue("handle")
+	if folded := identity.FoldHandle(handle); folded != handle {
+		if _, err := identity.ParseHandle(folded); err == nil {
+			http.Redirect(w, r, "/u/"+folded, http.StatusMovedPermanently)
+			return
+		}
+	}
 	id, a, recs, err := h.deps.Identities.Lookup(r.Context(), handle)
 	switch identity.CodeOf(err) {
 	case "":
@@ -185,7 +191,41 @@ func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Title = string(id.Handle)
-	h.render(w, r, http.StatusOK, profilePage(p, string(id.Handle), date(id.Created), factorViews(a, recs, false)))
+	factors := factorViews(a, recs, false)
+	v := profileView{Handle: string(id.Handle), Created: date(id.Created), Factors: factors,
+		Picture: newPicture(string(id.Handle), factors), Server: h.publicURL()}
+	var keys []string
+	for _, f := range factors {
+		if f.Kind == string(identity.KindSSH) && f.Level == "proven" && f.Key != "" {
+			keys = append(keys, f.Key+" "+v.Handle)
+		}
+	}
+	if len(keys) == 0 {
+		v.AuthorizedKeys = "# " + v.Handle + " has no proven SSH key"
+	} else {
+		v.AuthorizedKeys = "curl -fsS " + v.Server + "/users/" + v.Handle + ".keys >> ~/.ssh/authorized_keys\n\n# which adds:\n" + strings.Join(keys, "\n")
+	}
+	h.render(w, r, http.StatusOK, profilePage(p, v))
+}
+
+// profileView is the profile page.
+type profileView struct {
+	Handle, Created string
+	Factors         []factorView
+	Picture         picture
+	// Server is the server's public URL; AuthorizedKeys the snippet
+	// that installs the proven SSH keys.
+	Server, AuthorizedKeys string
+}
+
+// publicURL is the server's URL as its statements name it ("Kith
+// <https://keys.example.org>").
+func (h *Handler) publicURL() string {
+	s := h.deps.Identities.Server()
+	if i, j := strings.IndexByte(s, '<'), strings.LastIndexByte(s, '>'); i >= 0 && j > i {
+		return s[i+1 : j]
+	}
+	return s
 }
 
 // factorValue is the factor's value as the unlink form sends it back (the

@@ -243,7 +243,8 @@ type page struct {
 	// CSRF is the token for this page's forms (set for sessions, and by
 	// pages that have forms for visitors).
 	CSRF string
-	// LoginEnabled says whether any provider is configured.
+	// LoginEnabled says whether people can log in: always, since a
+	// proven key logs in without any provider (/login/key).
 	LoginEnabled bool
 }
 
@@ -257,7 +258,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, title string) pag
 }
 
 func (h *Handler) pageFor(w http.ResponseWriter, r *http.Request, s *session.Session, title string) page {
-	p := page{Title: title, LoginEnabled: h.deps.Providers != nil && len(h.deps.Providers.Names()) > 0}
+	p := page{Title: title, LoginEnabled: true}
 	if s != nil {
 		p.Handle = string(s.Handle)
 		p.Pending = s.Handle == ""

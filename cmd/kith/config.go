@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/oidc"
 )
@@ -96,6 +97,9 @@ type HKPConfig struct {
 	// proven for an identity, or uploaded by a logged-in session) or "off"
 	// (a read-only mirror); recon fetches follow it too.
 	Uploads string `toml:"uploads"`
+	// MaxAnswerBytes caps the keys' bytes one op=get may return; a
+	// broader get is refused with 400 before any key is read.
+	MaxAnswerBytes int `toml:"max_answer_bytes"`
 }
 
 // StringList is a list of strings: a TOML array, or comma-separated in a
@@ -164,7 +168,7 @@ func defaultConfig() Config {
 		},
 		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true},
-		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(identity.UploadsOpen)},
+		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(identity.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
 	}
 }
 
@@ -228,6 +232,7 @@ func settings() []setting {
 		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.PasswordFile) }},
 		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*boolValue)(&c.SMTP.StartTLS) }},
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
+		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*intValue)(&c.HKP.MaxAnswerBytes) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
 		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.Uploads) }},
@@ -238,7 +243,7 @@ func settings() []setting {
 // is not a setting (the test suite's database, for one).
 func auxiliaryEnv(name string) bool {
 	switch name {
-	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE":
+	case "KITH_TEST_DATABASE_URL", "KITH_TEST_DATABASE_UNAVAILABLE", idServerEnv:
 		return true
 	}
 	// kith authorized-keys reads its own settings from these.
@@ -394,6 +399,9 @@ func (c Config) validate() error {
 	}
 	if err := c.validateMail(); err != nil {
 		return err
+	}
+	if c.HKP.MaxAnswerBytes < 1<<20 {
+		return errors.New("setting hkp.max_answer_bytes: must be at least 1048576 (one key may be 1 MiB)")
 	}
 	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
 		return fmt.Errorf("setting hkp.uploads: %w", err)

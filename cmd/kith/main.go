@@ -8,6 +8,7 @@
 //	kith dump      write the store as SKS dump files
 //	kith repair    re-run the key policy over every stored key
 //	kith block     the blocklist: keys, user IDs and certifications not stored
+//	kith id        claim a handle and link keys at a server (the client)
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -42,6 +43,9 @@ type command struct {
 type environment struct {
 	stdout, stderr io.Writer
 	environ        []string
+	// flagErrorShown: a command's flag set has printed its parse error
+	// and a hint; main prints no more of it.
+	flagErrorShown bool
 }
 
 func commands() []command {
@@ -55,6 +59,7 @@ func commands() []command {
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"log-key", "print the transparency log's verifier key", runLogKey},
 		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},
+		{"id", "claim a handle and link or revoke keys at a Kith server, signing with ssh-keygen or gpg", runID},
 		{"version", "print Kith's version", runVersion},
 	}
 }
@@ -65,8 +70,11 @@ func main() {
 	err := run(ctx, env, os.Args[1:])
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errQuietUsage) && !env.flagErrorShown {
 			fmt.Fprintln(os.Stderr, "kith:", err)
+		}
+		if env.flagErrorShown {
+			os.Exit(2)
 		}
 		os.Exit(exitCode(err))
 	}
@@ -88,11 +96,12 @@ func exitCode(err error) int {
 // run dispatches to the subcommand named by args[0].
 func run(ctx context.Context, env *environment, args []string) error {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(env.stderr, cmds)
-		if len(args) == 0 {
-			return fmt.Errorf("%w: no command given", errUsage)
-		}
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		usage(env.stdout, cmds) // asked for: to stdout, exit 0
 		return flag.ErrHelp
 	}
 	for _, c := range cmds {
@@ -115,16 +124,33 @@ func usage(w io.Writer, cmds []command) {
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.
+// --help prints the usage to stdout (and the command exits 0); a bad flag
+// prints one line and a hint to stderr (exit 2), not the whole usage.
 func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("kith "+name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	out := &flagOutput{}
+	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith %s\n\n", synopsis)
-		fmt.Fprintf(env.stderr, "Settings come from the defaults, then the --config file, then KITH_* environment variables, then flags.\n\n")
+		if out.msg.Len() > 0 { // the flag package wrote an error first
+			fmt.Fprintf(env.stderr, "kith %s: %sRun 'kith %s --help' for its flags.\n", name, out.msg.String(), name)
+			out.msg.Reset()
+			env.flagErrorShown = true
+			return
+		}
+		fmt.Fprintf(env.stdout, "Usage: kith %s\n\n", synopsis)
+		fmt.Fprintf(env.stdout, "Settings come from the defaults, then the --config file, then KITH_* environment variables, then flags.\n\n")
+		fs.SetOutput(env.stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(out)
 	}
 	return fs
 }
+
+// flagOutput keeps what the flag package writes before it calls Usage:
+// the parse error, if any.
+type flagOutput struct{ msg strings.Builder }
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.msg.Write(p) }
 
 // newLogger returns the process logger for cfg.
 func newLogger(w io.Writer, cfg Config) *slog.Logger {

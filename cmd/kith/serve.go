@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,21 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 		defer reconLn.Close()
 	}
+
+	// Answer at once while the store starts (initdb and the cluster's
+	// start take a while): 503 "starting" until the frontends are ready.
+	gate := &startGate{}
+	srv := &http.Server{
+		Handler:           gate,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer srv.Close() // a failed start; after a clean shutdown it does nothing
 
 	policy := pgp.DefaultPolicy()
 	st, err := openStore(ctx, cfg, log, postgres.Options{Policy: &policy})
@@ -96,6 +112,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		ExtraStats:     reconStats(peers),
 		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
 		MayUpload:      mayUpload,
+		MaxAnswerSize:  cfg.HKP.MaxAnswerBytes,
 	})
 	go keys.Run(ctx)
 
@@ -115,17 +132,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, mayUpload, policy, log); err != nil {
 		return err
 	}
-	handler := newServerHandler(mux, st, reg, log)
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      120 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	gate.open(newServerHandler(mux, st, reg, log))
 	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
 
 	select {
@@ -160,6 +167,26 @@ func newIdentityService(st *postgres.Store, server string, log *slog.Logger) (*i
 	}
 	verify.SyncLinksOnKeyChange(st, svc, log)
 	return svc, nil
+}
+
+// startGate answers 503 "starting" until open hands it the server's
+// handler, so that a health check during initdb gets an answer at once.
+type startGate struct {
+	next atomic.Pointer[http.Handler]
+}
+
+func (g *startGate) open(h http.Handler) { g.next.Store(&h) }
+
+func (g *startGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := g.next.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Retry-After", "5")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintln(w, "starting")
 }
 
 // pinger is what the health check needs of the store.

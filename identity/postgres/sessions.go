@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,10 +29,8 @@ func (s *Store) CreateSession(ctx context.Context, ss *session.Session) error {
 	if len(ss.TokenHash) != session.HashSize {
 		return fmt.Errorf("postgres: create session: token hash of %d bytes", len(ss.TokenHash))
 	}
-	if ss.Account.Kind != identity.KindOIDC {
-		return fmt.Errorf("postgres: create session: account %s is not an OpenID Connect account", ss.Account.Kind)
-	}
-	if err := ss.Account.Validate(); err != nil {
+	account, err := sessionAccount(ss.Account)
+	if err != nil {
 		return fmt.Errorf("postgres: create session: %w", err)
 	}
 	var handle *string
@@ -43,7 +42,7 @@ func (s *Store) CreateSession(ctx context.Context, ss *session.Session) error {
 		SELECT $1, i.id, $3, $4, $5, $6, $7, $8
 		FROM (SELECT NULL::bigint AS id WHERE $2::text IS NULL
 		      UNION ALL SELECT id FROM identities WHERE handle = $2) i`,
-		ss.TokenHash, handle, ss.Account.Value, ss.Provider, nonNil(ss.Login),
+		ss.TokenHash, handle, account, ss.Provider, nonNil(ss.Login),
 		ss.Created, ss.LastSeen, ss.Expires)
 	if err != nil {
 		return fmt.Errorf("postgres: create session: %w", err)
@@ -70,6 +69,35 @@ func (s *Store) Session(ctx context.Context, tokenHash []byte, now time.Time) (*
 	return ss, nil
 }
 
+// keyAccountPrefix marks, in the account column, a session opened by a
+// key's signature (identity.Service.LoginWithKey): "key:ssh SHA256:...".
+// An OpenID Connect account is stored as its factor value, which starts
+// with the issuer's https URL, so the two never meet.
+const keyAccountPrefix = "key:"
+
+// sessionAccount is the account column's form of a session's account:
+// an OpenID Connect account, or an SSH or OpenPGP key.
+func sessionAccount(f identity.Factor) (string, error) {
+	switch f.Kind {
+	case identity.KindOIDC:
+		if err := f.Validate(); err != nil {
+			return "", err
+		}
+		return f.Value, nil
+	case identity.KindSSH:
+		if !strings.HasPrefix(f.Value, "SHA256:") || len(f.Value) != len("SHA256:")+43 {
+			return "", fmt.Errorf("account: %q is not an SSH key's SHA256 fingerprint", f.Value)
+		}
+		return keyAccountPrefix + string(f.Kind) + " " + f.Value, nil
+	case identity.KindPGP:
+		if p, err := identity.ParsePGPFingerprint(f.Value); err != nil || p.Value != f.Value {
+			return "", fmt.Errorf("account: %q is not an OpenPGP fingerprint", f.Value)
+		}
+		return keyAccountPrefix + string(f.Kind) + " " + f.Value, nil
+	}
+	return "", fmt.Errorf("account %s cannot open a session", f.Kind)
+}
+
 func scanSession(row pgx.Row) (*session.Session, error) {
 	ss := &session.Session{}
 	var handle, account string
@@ -79,6 +107,10 @@ func scanSession(row pgx.Row) (*session.Session, error) {
 	}
 	ss.Handle = identity.Handle(handle)
 	ss.Account = identity.Factor{Kind: identity.KindOIDC, Value: account}
+	if kv, ok := strings.CutPrefix(account, keyAccountPrefix); ok {
+		kind, value, _ := strings.Cut(kv, " ")
+		ss.Account = identity.Factor{Kind: identity.FactorKind(kind), Value: value}
+	}
 	ss.Created, ss.LastSeen, ss.Expires = ss.Created.UTC(), ss.LastSeen.UTC(), ss.Expires.UTC()
 	return ss, nil
 }

@@ -118,9 +118,16 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 	return h, nil
 }
 
+// Mux is where Register adds routes (*http.ServeMux is one).
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Register adds the API's routes to mux, so that a server's metrics see
-// each route by its pattern.
-func (h *Handler) Register(mux *http.ServeMux) {
+// each route by its pattern. Every /api/v1 route is in the OpenAPI
+// document (openapi.json), which a test checks.
+func (h *Handler) Register(mux Mux) {
+	mux.Handle("GET /api/v1/openapi.json", h.wrap(serveOpenAPI))
 	mux.Handle("POST /api/v1/challenges", h.wrap(h.postChallenge))
 	mux.Handle("POST /api/v1/identities", h.wrap(h.postClaim))
 	mux.Handle("POST /api/v1/identities/{handle}/factors", h.wrap(h.postAdd))

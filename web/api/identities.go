@@ -6,7 +6,10 @@ package api
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,10 +170,32 @@ type RevokeRequest struct {
 	Signature string `json:"signature"`
 }
 
+// signHint says how to sign a statement.
+const signHint = "ssh-keygen -Y sign -n kith -f KEY statement.txt, or gpg --clearsign statement.txt"
+
+// missing refuses a request that lacks a field, saying what goes in it.
+func missing(field, what string) error {
+	return identity.Refuse(identity.CodeBadRequest, "%s is missing: %s", field, what)
+}
+
+// needStatement refuses a request without its statement.
+func needStatement(statement string, purpose identity.Purpose) error {
+	if strings.TrimSpace(statement) == "" {
+		return missing("statement", fmt.Sprintf("ask POST /api/v1/challenges (purpose %s) for one and send it back verbatim", purpose))
+	}
+	return nil
+}
+
 func (h *Handler) postClaim(w http.ResponseWriter, r *http.Request) error {
 	var req ClaimRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
+	}
+	if err := needStatement(req.Statement, identity.PurposeClaim); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Signature) == "" {
+		return missing("signature", "the statement's factor signs it ("+signHint+")")
 	}
 	label := ssh.SanitizeComment(req.Label)
 	id, err := h.svc.Claim(r.Context(), identity.ClaimRequest{
@@ -209,8 +234,20 @@ func (h *Handler) postAdd(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	handle := r.PathValue("handle")
+	if err := needStatement(req.Statement, identity.PurposeAdd); err != nil {
+		return err
+	}
 	if err := statementFor(req.Statement, handle); err != nil {
 		return err
+	}
+	switch {
+	case req.Signature == "" && req.By == "" && req.BySignature == "":
+		return identity.Refuse(identity.CodeBadRequest,
+			"signature, by and by_signature are missing: send signature (the new factor's, over the statement) and by with by_signature (a factor proven for %q and its signature over the same statement)", handle)
+	case req.By != "" && req.BySignature == "":
+		return missing("by_signature", "by's signature over the statement ("+signHint+")")
+	case req.By == "" && req.BySignature != "":
+		return missing("by", "name the proven factor that made by_signature (its SSH key line, SHA256:... fingerprint or OpenPGP fingerprint)")
 	}
 	ar := identity.AddRequest{Statement: []byte(req.Statement), Label: ssh.SanitizeComment(req.Label)}
 	if req.Signature != "" {
@@ -224,7 +261,7 @@ func (h *Handler) postAdd(w http.ResponseWriter, r *http.Request) error {
 		ar.By = &identity.Proof{Factor: by, Signature: []byte(req.BySignature)}
 	}
 	if err := h.svc.Add(r.Context(), ar); err != nil {
-		return err
+		return h.withCoSigners(r, handle, "by_signature", err)
 	}
 	return h.writeIdentity(w, r, handle, http.StatusOK)
 }
@@ -235,8 +272,14 @@ func (h *Handler) postRevoke(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	handle := r.PathValue("handle")
+	if err := needStatement(req.Statement, identity.PurposeRevoke); err != nil {
+		return err
+	}
 	if err := statementFor(req.Statement, handle); err != nil {
 		return err
+	}
+	if strings.TrimSpace(req.Signature) == "" {
+		return missing("signature", "a factor proven for "+strconv.Quote(handle)+" signs the statement ("+signHint+"); name it in by unless it is the statement's own factor")
 	}
 	rr := identity.RevokeRequest{Statement: []byte(req.Statement), By: identity.Proof{Signature: []byte(req.Signature)}}
 	if req.By != "" {
@@ -247,9 +290,44 @@ func (h *Handler) postRevoke(w http.ResponseWriter, r *http.Request) error {
 		rr.By.Factor = by
 	}
 	if err := h.svc.Revoke(r.Context(), rr); err != nil {
-		return err
+		return h.withCoSigners(r, handle, "signature", err)
 	}
 	return h.writeIdentity(w, r, handle, http.StatusOK)
+}
+
+// withCoSigners adds to a refusal for want of a proven signer which
+// factors of the identity may sign, so that a client knows what to send.
+func (h *Handler) withCoSigners(r *http.Request, handle, sigField string, err error) error {
+	code := identity.CodeOf(err)
+	if code != identity.CodeNotAuthorized && code != identity.CodeNotProven {
+		return err
+	}
+	_, a, _, lerr := h.svc.Lookup(r.Context(), handle)
+	if lerr != nil {
+		return err
+	}
+	var names []string
+	for _, st := range a.Factors {
+		if st.Level == identity.LevelProven && st.Factor.Provable() && st.Parent.IsZero() {
+			names = append(names, st.Factor.String())
+		}
+	}
+	list := "none"
+	if len(names) > 0 {
+		list = strings.Join(names, ", ")
+	}
+	var ie *identity.Error
+	errors.As(err, &ie)
+	return identity.Refuse(code, "%s (send one of the proven factors of %s as by, with its signature over the statement as %s: %s)",
+		refusalMessage(ie), handle, sigField, list)
+}
+
+// refusalMessage is a refusal's text.
+func refusalMessage(e *identity.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Error()
 }
 
 // statementFor refuses a statement for another handle than the URL's.

@@ -117,6 +117,11 @@ func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
 	file := r.PathValue("file")
 	handle, ext, ok := strings.Cut(file, ".")
 	if !ok {
+		// /users/nora is the person's page: send browsers to the profile.
+		if hd, err := identity.ParseHandle(identity.FoldHandle(file)); err == nil {
+			http.Redirect(w, r, "/u/"+string(hd), http.StatusMovedPermanently)
+			return nil
+		}
 		http.NotFound(w, r)
 		return nil
 	}
@@ -132,7 +137,7 @@ func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
 		http.NotFound(w, r)
 		return nil
 	}
-	parsed, err := identity.ParseHandle(handle)
+	parsed, err := identity.ParseHandle(identity.FoldHandle(handle))
 	if err != nil {
 		return identity.Refuse(identity.CodeUnknownIdentity, "no identity has handle %q", handle)
 	}
