@@ -44,41 +44,23 @@ func BenchmarkCachedGet(b *testing.B) {
 // BenchmarkUncachedGet measures an op=get the cache cannot answer: every
 // request goes to the store, as a cold lookup does.
 func BenchmarkUncachedGet(b *testing.B) {
-	st := benchStore(b)
-	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
-	keys, err := keygen.TypicalKeys(500, 7)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var targets []string
-	var batch []*pgp.Key
-	for _, raw := range keys {
-		k := mustApply(b, raw)
-		batch = append(batch, k)
-		targets = append(targets, "/pks/lookup?op=get&options=mr&search=0x"+fmt.Sprintf("%X", k.Fingerprint()))
-	}
-	if _, err := st.(interface {
-		AddKeys(context.Context, []*pgp.Key) ([]identity.KeyChange, error)
-	}).AddKeys(b.Context(), batch); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	var n atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest("GET", targets[n.Add(1)%int64(len(targets))], nil))
-			if w.Code != 200 {
-				b.Fatal(w.Code)
-			}
-		}
+	benchUncached(b, func(k *pgp.Key) string {
+		return fmt.Sprintf("/pks/lookup?op=get&options=mr&search=0x%X", k.Fingerprint())
 	})
 }
 
 // BenchmarkUncachedIndex measures a machine-readable index by words (what
 // gpg --search-keys asks) that the cache cannot answer.
 func BenchmarkUncachedIndex(b *testing.B) {
+	benchUncached(b, func(k *pgp.Key) string {
+		name, _, _ := strings.Cut(k.Describe().UserIDs[0].Text, " <")
+		return "/pks/lookup?op=index&options=mr&search=" + url.QueryEscape(name)
+	})
+}
+
+// benchUncached stores 500 typical keys and requests target(key) of each
+// in turn from a handler without a cache, from parallel clients.
+func benchUncached(b *testing.B, target func(*pgp.Key) string) {
 	st := benchStore(b)
 	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
 	keys, err := keygen.TypicalKeys(500, 7)
@@ -90,8 +72,7 @@ func BenchmarkUncachedIndex(b *testing.B) {
 	for _, raw := range keys {
 		k := mustApply(b, raw)
 		batch = append(batch, k)
-		name, _, _ := strings.Cut(k.Describe().UserIDs[0].Text, " <")
-		targets = append(targets, "/pks/lookup?op=index&options=mr&search="+url.QueryEscape(name))
+		targets = append(targets, target(k))
 	}
 	if _, err := st.(interface {
 		AddKeys(context.Context, []*pgp.Key) ([]identity.KeyChange, error)
