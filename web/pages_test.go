@@ -5,65 +5,27 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web"
 )
 
-// gnupg is a throwaway GnuPG home.
-type gnupg struct {
-	t    *testing.T
-	home string
-}
+// gnupg is a throwaway GnuPG home whose output the page tests read as
+// text.
+type gnupg struct{ *gpgtest.Home }
 
-func newGnuPG(t *testing.T) *gnupg {
-	t.Helper()
-	need(t, "gpg")
-	// A short path: gpg-agent's socket must fit in sun_path.
-	home, err := os.MkdirTemp("/tmp", "kw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o700)
-	t.Cleanup(func() {
-		c := exec.Command("gpgconf", "--kill", "all")
-		c.Env = append(os.Environ(), "GNUPGHOME="+home)
-		c.Run()
-		os.RemoveAll(home)
-	})
-	return &gnupg{t: t, home: home}
-}
+func newGnuPG(t *testing.T) *gnupg { return &gnupg{gpgtest.New(t)} }
 
-func (g *gnupg) run(stdin string, args ...string) string {
-	g.t.Helper()
-	all := append([]string{"--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", ""}, args...)
-	c := exec.Command("gpg", all...)
-	c.Env = append(os.Environ(), "GNUPGHOME="+g.home)
-	c.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	if err := c.Run(); err != nil {
-		g.t.Fatalf("gpg %v: %v\n%s", args, err, errb.String())
-	}
-	return out.String()
-}
+// run is Home.Run, its output as a string.
+func (g *gnupg) run(stdin string, args ...string) string { return string(g.Run(stdin, args...)) }
 
 // newKey makes an Ed25519 key with an encryption subkey and returns its
 // fingerprint.
 func (g *gnupg) newKey(uid string) string {
-	g.t.Helper()
-	g.run("", "--quick-gen-key", uid, "ed25519", "sign,cert", "0")
-	var fpr string
-	for _, l := range strings.Split(g.run("", "--with-colons", "--list-keys", uid), "\n") {
-		if strings.HasPrefix(l, "fpr:") {
-			fpr = strings.Split(l, ":")[9]
-			break
-		}
-	}
+	fpr := g.NewKey(uid, "sign,cert")
 	g.run("", "--quick-add-key", fpr, "cv25519", "encr", "0")
 	return fpr
 }

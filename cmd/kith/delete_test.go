@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,29 +14,11 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/recon"
 	"github.com/kith-keyserver/kith/recon/skstest"
 	"github.com/kith-keyserver/kith/web/api"
 )
-
-// useKeyserver points g's dirmngr at the HKP server at addr.
-func (g *testGPG) useKeyserver(addr string) {
-	g.t.Helper()
-	conf := "keyserver hkp://" + addr + "\nstandard-resolver\n"
-	if err := os.WriteFile(filepath.Join(g.home, "dirmngr.conf"), []byte(conf), 0o600); err != nil {
-		g.t.Fatal(err)
-	}
-}
-
-// runErr runs gpg and returns its stderr and error instead of failing.
-func (g *testGPG) runErr(args ...string) (string, error) {
-	c := exec.Command("gpg", append([]string{"--batch", "--yes", "--no-tty"}, args...)...)
-	c.Env = append(os.Environ(), "GNUPGHOME="+g.home)
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	err := c.Run()
-	return errb.String(), err
-}
 
 // servedPackets returns the packets the HKP server at addr serves for fpr
 // (nil when it answers 404).
@@ -94,20 +75,20 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 	srv := startServe(t, tempDir(t), nil, "--database-url", dbURL)
 	srv.waitHealth(t, http.StatusOK, time.Minute)
 
-	owner := newTestGPG(t)
-	owner.useKeyserver(srv.addr)
-	fpr := owner.newKey("Owner <owner@example.org>")
-	if out, err := owner.runErr("--send-keys", fpr); err != nil {
+	owner := gpgtest.New(t)
+	owner.UseKeyserver(srv.addr)
+	fpr := owner.NewKey("Owner <owner@example.org>", "sign")
+	if out, err := owner.Try("--send-keys", fpr); err != nil {
 		t.Fatalf("gpg --send-keys: %v\n%s", err, out)
 	}
-	full := owner.run("", "--export", fpr)
+	full := owner.Run("", "--export", fpr)
 	if n := len(servedPackets(t, srv.addr, fpr)); n != 3 {
 		t.Fatalf("the uploaded key has %d packets, want primary, user ID, self-signature", n)
 	}
 	// A client that knew the key before the deletion.
-	client := newTestGPG(t)
-	client.useKeyserver(srv.addr)
-	if out, err := client.runErr("--recv-keys", fpr); err != nil {
+	client := gpgtest.New(t)
+	client.UseKeyserver(srv.addr)
+	if out, err := client.Try("--recv-keys", fpr); err != nil {
 		t.Fatalf("gpg --recv-keys before the deletion: %v\n%s", err, out)
 	}
 
@@ -121,10 +102,10 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 		t.Errorf("the signing hint %q does not force the primary key", ch.Sign[0])
 	}
 	// A signature by another key is refused and deletes nothing.
-	stranger := newTestGPG(t)
-	sfpr := stranger.newKey("Stranger <stranger@example.org>")
+	stranger := gpgtest.New(t)
+	sfpr := stranger.NewKey("Stranger <stranger@example.org>", "sign")
 	var refusal api.ErrorBody
-	forged := string(stranger.run(ch.Statement, "--local-user", sfpr+"!", "--clearsign", "--output", "-"))
+	forged := string(stranger.Run(ch.Statement, "--local-user", sfpr+"!", "--clearsign", "--output", "-"))
 	if code := postJSON(t, "http://"+srv.addr+"/api/v1/keys/deletions",
 		api.SignedStatement{Statement: ch.Statement, Signature: forged}, &refusal); code < 400 || refusal.Error.Code != "wrong_key" {
 		t.Fatalf("a stranger's deletion: %d %+v, want wrong_key", code, refusal)
@@ -132,7 +113,7 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 	if n := len(servedPackets(t, srv.addr, fpr)); n != 3 {
 		t.Fatalf("a refused deletion changed the key: %d packets", n)
 	}
-	sig := string(owner.run(ch.Statement, "--local-user", fpr+"!", "--clearsign", "--output", "-"))
+	sig := string(owner.Run(ch.Statement, "--local-user", fpr+"!", "--clearsign", "--output", "-"))
 	var del api.KeyDeletionResponse
 	if code := postJSON(t, "http://"+srv.addr+"/api/v1/keys/deletions",
 		api.SignedStatement{Statement: ch.Statement, Signature: sig}, &del); code != http.StatusOK {
@@ -157,15 +138,15 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 		}
 	}
 	tombstone(1)
-	fresh := newTestGPG(t)
-	fresh.useKeyserver(srv.addr)
-	out, _ := fresh.runErr("--recv-keys", fpr)
+	fresh := gpgtest.New(t)
+	fresh.UseKeyserver(srv.addr)
+	out, _ := fresh.Try("--recv-keys", fpr)
 	if !strings.Contains(out, "no user ID") {
 		t.Fatalf("gpg --recv-keys of the tombstone: want gpg to find no user ID, got:\n%s", out)
 	}
 
 	// The full key again, by gpg: nothing changes.
-	if out, err := owner.runErr("--send-keys", fpr); err != nil {
+	if out, err := owner.Try("--send-keys", fpr); err != nil {
 		t.Fatalf("gpg --send-keys of the full key: %v\n%s", err, out)
 	}
 	tombstone(1)
@@ -196,21 +177,21 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 	}
 
 	// A revocation uploaded later merges and is served.
-	rev, err := os.ReadFile(filepath.Join(owner.home, "openpgp-revocs.d", fpr+".rev"))
+	rev, err := os.ReadFile(filepath.Join(owner.Dir, "openpgp-revocs.d", fpr+".rev"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	revFile := filepath.Join(t.TempDir(), "rev.asc")
 	os.WriteFile(revFile, bytes.ReplaceAll(rev, []byte("\n:-----BEGIN"), []byte("\n-----BEGIN")), 0o600)
-	owner.run("", "--import", revFile)
-	if out, err := owner.runErr("--send-keys", fpr); err != nil {
+	owner.Run("", "--import", revFile)
+	if out, err := owner.Try("--send-keys", fpr); err != nil {
 		t.Fatalf("gpg --send-keys of the revoked key: %v\n%s", err, out)
 	}
 	tombstone(2)
-	if out, err := client.runErr("--recv-keys", fpr); err != nil {
+	if out, err := client.Try("--recv-keys", fpr); err != nil {
 		t.Fatalf("gpg --recv-keys of the revocation: %v\n%s", err, out)
 	}
-	listing := string(client.run("", "--with-colons", "--list-keys", fpr))
+	listing := string(client.Run("", "--with-colons", "--list-keys", fpr))
 	if !strings.HasPrefix(listing, "tru:") && !strings.Contains(listing, "pub:r:") {
 		t.Fatalf("the client does not see the key revoked:\n%s", listing)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -74,14 +75,14 @@ type idUser struct {
 	t    *testing.T
 	bin  string
 	home string
-	gpg  *testGPG
+	gpg  *gpgtest.Home
 	env  []string
 }
 
 func newIDUser(t *testing.T, server string) *idUser {
 	t.Helper()
 	requireTool(t, "ssh-keygen")
-	u := &idUser{t: t, bin: kithBinary(t), home: t.TempDir(), gpg: newTestGPG(t)}
+	u := &idUser{t: t, bin: kithBinary(t), home: t.TempDir(), gpg: gpgtest.New(t)}
 	if err := os.MkdirAll(filepath.Join(u.home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func newIDUser(t *testing.T, server string) *idUser {
 			u.env = append(u.env, kv)
 		}
 	}
-	u.env = append(u.env, "HOME="+u.home, "GNUPGHOME="+u.gpg.home, "KITH_SERVER="+server)
+	u.env = append(u.env, "HOME="+u.home, "GNUPGHOME="+u.gpg.Dir, "KITH_SERVER="+server)
 	return u
 }
 
@@ -141,7 +142,7 @@ func TestIDClientWithRealTools(t *testing.T) {
 	main := newSSHKeyPair(t, filepath.Join(u.home, ".ssh"), "id_ed25519")
 	laptop := newSSHKeyPair(t, t.TempDir(), "laptop")
 	stranger := newSSHKeyPair(t, t.TempDir(), "stranger")
-	fpr := u.gpg.newKey("Nora <nora@example.org>")
+	fpr := u.gpg.NewKey("Nora <nora@example.org>", "sign")
 
 	out := u.ok("id", "claim", "nora", "--ssh-key", "~/.ssh/id_ed25519")
 	if !strings.Contains(out, "claimed nora with ssh SHA256:") {

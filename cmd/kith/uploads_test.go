@@ -18,6 +18,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/recon"
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -48,10 +49,10 @@ func TestUploadPolicyThroughTheBinary(t *testing.T) {
 	ids.waitHealth(t, http.StatusOK, time.Minute)
 	mirror.waitHealth(t, http.StatusOK, time.Minute)
 
-	g := newTestGPG(t)
-	stranger := g.newKey("Stranger <stranger@example.org>")
-	member := g.newKey("Member <member@example.org>")
-	code, body := addKeyText(t, ids.addr, g.run("", "--export", "--armor", stranger))
+	g := gpgtest.New(t)
+	stranger := g.NewKey("Stranger <stranger@example.org>", "sign")
+	member := g.NewKey("Member <member@example.org>", "sign")
+	code, body := addKeyText(t, ids.addr, g.Run("", "--export", "--armor", stranger))
 	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "accepts only keys proven for one of its identities") {
 		t.Fatalf("unproven upload under identities: %d %s", code, body)
 	}
@@ -61,19 +62,19 @@ func TestUploadPolicyThroughTheBinary(t *testing.T) {
 
 	// The operator loads the member's key; the member proves it.
 	file := filepath.Join(t.TempDir(), "member.asc")
-	os.WriteFile(file, g.run("", "--export", "--armor", member), 0o644)
+	os.WriteFile(file, g.Run("", "--export", "--armor", member), 0o644)
 	kithExec(t, "load", "--database-url", dbURL, file)
 	var ch api.ChallengeResponse
 	if c := postJSON(t, "http://"+ids.addr+"/api/v1/challenges", api.ChallengeRequest{Handle: "member", Factor: member, Purpose: "claim"}, &ch); c != http.StatusCreated {
 		t.Fatalf("claim challenge: %d", c)
 	}
-	sig := string(g.run(ch.Statement, "--local-user", member, "--clearsign", "--output", "-"))
+	sig := string(g.Run(ch.Statement, "--local-user", member, "--clearsign", "--output", "-"))
 	if c := postJSON(t, "http://"+ids.addr+"/api/v1/identities", api.ClaimRequest{SignedStatement: api.SignedStatement{Statement: ch.Statement, Signature: sig}}, nil); c != http.StatusCreated {
 		t.Fatalf("claim: %d", c)
 	}
 	// Its update (a new subkey) is accepted.
-	g.run("", "--quick-add-key", member, "cv25519", "encr", "0")
-	code, body = addKeyText(t, ids.addr, g.run("", "--export", "--armor", member))
+	g.Run("", "--quick-add-key", member, "cv25519", "encr", "0")
+	code, body = addKeyText(t, ids.addr, g.Run("", "--export", "--armor", member))
 	if code != http.StatusOK || !strings.Contains(body, "1 updated") {
 		t.Fatalf("proven upload under identities: %d %s", code, body)
 	}
@@ -83,7 +84,7 @@ func TestUploadPolicyThroughTheBinary(t *testing.T) {
 
 	// The mirror refuses both, saying why.
 	for _, fpr := range []string{stranger, member} {
-		code, body := addKeyText(t, mirror.addr, g.run("", "--export", "--armor", fpr))
+		code, body := addKeyText(t, mirror.addr, g.Run("", "--export", "--armor", fpr))
 		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "read-only mirror") {
 			t.Fatalf("upload to the mirror: %d %s", code, body)
 		}
@@ -122,9 +123,9 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g := newTestGPG(t)
-	member := g.newKey("Member <member@example.org>")
-	stranger := g.newKey("Stranger <stranger@example.org>")
+	g := gpgtest.New(t)
+	member := g.NewKey("Member <member@example.org>", "sign")
+	stranger := g.NewKey("Stranger <stranger@example.org>", "sign")
 	parse := func(b []byte) *pgp.Key {
 		k, err := pgp.ParseKey(b)
 		if err != nil {
@@ -136,10 +137,10 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 		}
 		return k
 	}
-	old := parse(g.run("", "--export", member))
-	g.run("", "--quick-add-key", member, "cv25519", "encr", "0")
-	updated := parse(g.run("", "--export", member))
-	strangerKey := parse(g.run("", "--export", stranger))
+	old := parse(g.Run("", "--export", member))
+	g.Run("", "--quick-add-key", member, "cv25519", "encr", "0")
+	updated := parse(g.Run("", "--export", member))
+	strangerKey := parse(g.Run("", "--export", stranger))
 
 	for _, policy := range []identity.UploadPolicy{identity.UploadsIdentities, identity.UploadsOff} {
 		t.Run(string(policy), func(t *testing.T) {
@@ -154,7 +155,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sig := g.run(string(c.Statement), "--local-user", member, "--clearsign", "--output", "-")
+			sig := g.Run(string(c.Statement), "--local-user", member, "--clearsign", "--output", "-")
 			if _, err := svc.Claim(ctx, identity.ClaimRequest{Statement: c.Statement, Proof: identity.Proof{Signature: sig}}); err != nil {
 				t.Fatal(err)
 			}

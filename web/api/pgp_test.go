@@ -3,8 +3,6 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -14,67 +12,25 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
-// gnupg is a throwaway GnuPG home.
+// gnupg is a throwaway GnuPG home with the API tests' own helpers.
 type gnupg struct {
-	t    *testing.T
-	home string
+	*gpgtest.Home
+	t *testing.T
 }
 
 func newGnuPG(t *testing.T) *gnupg {
 	t.Helper()
-	need(t, "gpg")
-	need(t, "gpgconf")
-	// A short path: gpg-agent's socket must fit in sun_path.
-	home, err := os.MkdirTemp("/tmp", "kg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o700)
-	g := &gnupg{t: t, home: home}
-	t.Cleanup(func() {
-		c := exec.Command("gpgconf", "--kill", "all")
-		c.Env = append(os.Environ(), "GNUPGHOME="+home)
-		c.Run()
-		os.RemoveAll(home)
-	})
-	return g
-}
-
-// run runs gpg with args and stdin, failing the test on error.
-func (g *gnupg) run(stdin string, args ...string) []byte {
-	g.t.Helper()
-	all := append([]string{"--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", ""}, args...)
-	c := exec.Command("gpg", all...)
-	c.Env = append(os.Environ(), "GNUPGHOME="+g.home)
-	c.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	if err := c.Run(); err != nil {
-		g.t.Fatalf("gpg %v: %v\n%s", args, err, errb.String())
-	}
-	return out.Bytes()
-}
-
-// newKey makes a signing primary key for uid and returns its fingerprint.
-func (g *gnupg) newKey(uid string) string {
-	g.t.Helper()
-	g.run("", "--quick-gen-key", uid, "ed25519", "sign", "0")
-	for _, l := range strings.Split(string(g.run("", "--with-colons", "--list-keys", uid)), "\n") {
-		if strings.HasPrefix(l, "fpr:") {
-			return strings.Split(l, ":")[9]
-		}
-	}
-	g.t.Fatalf("no fingerprint for %s", uid)
-	return ""
+	return &gnupg{Home: gpgtest.New(t), t: t}
 }
 
 // authSubkeys returns the key IDs of fpr's authentication subkeys.
 func (g *gnupg) authSubkeys(fpr string) []string {
 	var ids []string
-	for _, l := range strings.Split(string(g.run("", "--with-colons", "--list-keys", fpr)), "\n") {
+	for _, l := range strings.Split(string(g.Run("", "--with-colons", "--list-keys", fpr)), "\n") {
 		f := strings.Split(l, ":")
 		if f[0] == "sub" && strings.Contains(f[11], "a") {
 			ids = append(ids, f[4])
@@ -86,7 +42,7 @@ func (g *gnupg) authSubkeys(fpr string) []string {
 // store uploads fpr's public key to the store, as HKP would.
 func (g *gnupg) store(k *kith, fpr string) {
 	g.t.Helper()
-	key, err := pgp.ParseKey(g.run("", "--export", fpr))
+	key, err := pgp.ParseKey(g.Run("", "--export", fpr))
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -100,11 +56,11 @@ func (g *gnupg) store(k *kith, fpr string) {
 }
 
 func (g *gnupg) clearsign(fpr, text string) string {
-	return string(g.run(text, "--local-user", fpr, "--clearsign", "--output", "-"))
+	return string(g.Run(text, "--local-user", fpr, "--clearsign", "--output", "-"))
 }
 
 func (g *gnupg) detachSign(fpr, text string) string {
-	return string(g.run(text, "--local-user", fpr, "--detach-sign", "--armor", "--output", "-"))
+	return string(g.Run(text, "--local-user", fpr, "--detach-sign", "--armor", "--output", "-"))
 }
 
 // TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem claims a handle with
@@ -117,11 +73,11 @@ func (g *gnupg) detachSign(fpr, text string) string {
 func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	fpr := g.newKey("Alice <alice@example.org>")
-	g.run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
-	g.run("", "--quick-add-key", fpr, "rsa2048", "sign,auth", "0")
+	fpr := g.NewKey("Alice <alice@example.org>", "sign")
+	g.Run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
+	g.Run("", "--quick-add-key", fpr, "rsa2048", "sign,auth", "0")
 	signed := g.authSubkeys(fpr)
-	g.run("", "--quick-add-key", fpr, "ed25519", "auth", "0")
+	g.Run("", "--quick-add-key", fpr, "ed25519", "auth", "0")
 	g.store(k, fpr)
 
 	stmt := k.challenge("alice", fpr, "claim")
@@ -134,7 +90,7 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 		t.Fatalf("auth subkeys %v, signed %v", subs, signed)
 	}
 	for _, id := range subs {
-		want := string(g.run("", "--export-ssh-key", id+"!"))
+		want := string(g.Run("", "--export-ssh-key", id+"!"))
 		if slices.Contains(signed, id) != strings.Contains(served, want) {
 			t.Errorf("auth subkey %s (signed by itself: %v) served: %v, want the opposite:\n%s",
 				id, slices.Contains(signed, id), !slices.Contains(signed, id), served)
@@ -212,9 +168,9 @@ func TestPGPKeyClaimServesItsAuthSubkeysAsGPGExportsThem(t *testing.T) {
 func TestPGPProofRefusals(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	alice := g.newKey("Alice <alice@example.org>")
-	mallory := g.newKey("Mallory <mallory@example.org>")
-	unstored := g.newKey("Nobody <nobody@example.org>")
+	alice := g.NewKey("Alice <alice@example.org>", "sign")
+	mallory := g.NewKey("Mallory <mallory@example.org>", "sign")
+	unstored := g.NewKey("Nobody <nobody@example.org>", "sign")
 	g.store(k, alice)
 	g.store(k, mallory)
 
@@ -267,13 +223,13 @@ func TestPGPProofRefusals(t *testing.T) {
 func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	aliceFpr := g.newKey("Alice <alice@example.org>")
-	g.run("", "--quick-add-key", aliceFpr, "ed25519", "sign,auth", "0")
-	bobFpr := g.newKey("Bob <bob@example.org>")
+	aliceFpr := g.NewKey("Alice <alice@example.org>", "sign")
+	g.Run("", "--quick-add-key", aliceFpr, "ed25519", "sign,auth", "0")
+	bobFpr := g.NewKey("Bob <bob@example.org>", "sign")
 	g.store(k, aliceFpr)
 
 	// Bob binds alice's authentication subkey to his own primary key.
-	alice, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export", aliceFpr))))
+	alice, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.Run("", "--export", aliceFpr))))
 	if err != nil {
 		t.Fatal(err)
 	}

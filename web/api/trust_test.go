@@ -137,7 +137,7 @@ func sshSubkey(t *testing.T, sshLine string) *packet.PublicKey {
 // and the primary's entity, for later signatures.
 func bindAuthSubkey(t *testing.T, g *gnupg, fpr string, sub *packet.PublicKey) (*openpgp.Entity, []byte) {
 	t.Helper()
-	owner, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.run("", "--export-secret-keys", fpr))))
+	owner, err := openpgp.ReadEntity(packet.NewReader(bytes.NewReader(g.Run("", "--export-secret-keys", fpr))))
 	if err != nil || owner.PrivateKey == nil {
 		t.Fatalf("secret key of %s: %v", fpr, err)
 	}
@@ -149,7 +149,7 @@ func bindAuthSubkey(t *testing.T, g *gnupg, fpr string, sub *packet.PublicKey) (
 		t.Fatal(err)
 	}
 	var key bytes.Buffer
-	key.Write(g.run("", "--export", fpr))
+	key.Write(g.Run("", "--export", fpr))
 	stored := *sub
 	stored.IsSubkey = true
 	if err := stored.Serialize(&key); err != nil {
@@ -169,8 +169,8 @@ func bindAuthSubkey(t *testing.T, g *gnupg, fpr string, sub *packet.PublicKey) (
 func TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	fpr := g.newKey("Bob <bob@example.org>")
-	g.run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
+	fpr := g.NewKey("Bob <bob@example.org>", "sign")
+	g.Run("", "--quick-add-key", fpr, "ed25519", "sign,auth", "0")
 	g.store(k, fpr)
 	stmt := k.challenge("bob", fpr, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(fpr, stmt)), nil); st != 201 {
@@ -194,7 +194,7 @@ func TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload(t *testing.T) {
 	}
 	records := k.verifyLog()
 
-	exported := g.run("", "--export", fpr)
+	exported := g.Run("", "--export", fpr)
 	for _, c := range []struct {
 		name string
 		key  []byte
@@ -220,7 +220,7 @@ func TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload(t *testing.T) {
 	}
 
 	// An ordinary update (a new user ID) appends its one new link only.
-	g.run("", "--quick-add-uid", fpr, "Bob <bob@example.net>")
+	g.Run("", "--quick-add-uid", fpr, "Bob <bob@example.net>")
 	g.store(k, fpr)
 	if n := k.verifyLog(); n != records+1 {
 		t.Errorf("after a new user ID the log has %d records, want %d", n, records+1)
@@ -251,7 +251,7 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	alice := newSSHKey(t, t.TempDir(), "rsa")
-	malloryFpr := g.newKey("Mallory <mallory@example.org>")
+	malloryFpr := g.NewKey("Mallory <mallory@example.org>", "sign")
 	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
 	k.upload(key)
 	stmt := k.challenge("mallory", malloryFpr, "claim")
@@ -302,7 +302,7 @@ func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
 	ssh := newSSHKey(t, t.TempDir(), "rsa")
-	fpr := g.newKey("Carol <carol@example.org>")
+	fpr := g.NewKey("Carol <carol@example.org>", "sign")
 	sub := sshSubkey(t, ssh.pub)
 	carol, key := bindAuthSubkey(t, g, fpr, sub)
 	k.upload(key)
