@@ -32,8 +32,6 @@ type Store interface {
 	// KeysByDigest returns the stored keys with these SKS digests; digests
 	// the store does not hold are left out.
 	KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
-	// KeySizesByDigest is KeysByDigest with Size set and no Packets.
-	KeySizesByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
 	// StreamPackets calls fn with the packets of each key whose primary
 	// fingerprint is in fps, in that order, one key in memory at a time;
 	// fn must not keep packets.

@@ -106,7 +106,8 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	var keys []identity.StoredKey
 	if len(digests) > 0 {
-		keys, err = h.store.KeySizesByDigest(r.Context(), digests)
+		// Sizes only: the packets are streamed once it is known what fits.
+		keys, _, err = h.store.FindKeys(r.Context(), identity.KeyQuery{Digests: digests, InlineBytes: -1, NoUserIDs: true})
 		if err != nil {
 			if r.Context().Err() == nil {
 				h.log.Error("hkp: hashquery", "digests", len(digests), "err", err)

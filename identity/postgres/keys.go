@@ -506,36 +506,6 @@ func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]identit
 	return keys, err
 }
 
-// KeySizesByDigest is KeysByDigest without the packets: the keys with
-// their Size, for a caller that picks what fits before streaming them.
-func (s *Store) KeySizesByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error) {
-	ds := make([][]byte, len(digests))
-	for i := range digests {
-		ds[i] = digests[i][:]
-	}
-	rows, err := s.pool.Query(ctx, `SELECT fingerprint, digest, octet_length(packets) FROM keys
-		WHERE digest = ANY($1) ORDER BY id`, ds)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
-	}
-	var out []identity.StoredKey
-	for rows.Next() {
-		var k identity.StoredKey
-		var digest []byte
-		if err := rows.Scan(&k.Fingerprint, &digest, &k.Size); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
-		}
-		copy(k.Digest[:], digest)
-		out = append(out, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: key sizes by digest: %w", err)
-	}
-	return out, nil
-}
-
 // StreamPackets calls fn with the stored packets of each key whose
 // primary fingerprint is in fps, in the order of fps, reading one key at
 // a time from the server. fn must not keep packets after it returns. Keys
