@@ -3,7 +3,6 @@ package hkp
 import (
 	"bufio"
 	"bytes"
-	"crypto"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,33 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
 )
-
-// bigCertification is a certification by signer of uid on target carrying
-// a notation of n bytes (kept unverified, as any stranger's certification).
-func bigCertification(t testing.TB, signer, target *openpgp.Entity, uid string, n int, at time.Time) []byte {
-	t.Helper()
-	sig := &packet.Signature{
-		Version: 4, SigType: packet.SigTypeGenericCert, PubKeyAlgo: signer.PrivateKey.PubKeyAlgo,
-		Hash: crypto.SHA256, CreationTime: at,
-		IssuerKeyId: &signer.PrimaryKey.KeyId, IssuerFingerprint: signer.PrimaryKey.Fingerprint,
-		Notations: []*packet.Notation{{Name: "pad@example.org", Value: bytes.Repeat([]byte{'x'}, n)}},
-	}
-	if err := sig.SignUserId(uid, target.PrimaryKey, signer.PrivateKey, &packet.Config{Time: func() time.Time { return at }}); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := sig.Serialize(&b); err != nil {
-		t.Fatal(err)
-	}
-	return newFormatBody(t, b.Bytes())
-}
 
 // uploadHugeKeys stores n keys of about 1 MiB each (the policy's limit,
 // reached with strangers' certifications), all with the user ID word
@@ -54,7 +31,7 @@ func uploadHugeKeys(t *testing.T, ts *testServer, n int) int {
 		uid := fmt.Sprintf("Amplifier %d <amp%d@example.org>", i, i)
 		var certs [][]byte
 		for j := range 17 {
-			certs = append(certs, bigCertification(t, mallory, e, uid, 62<<10, testTime.Add(time.Duration(j)*time.Hour)))
+			certs = append(certs, certification(t, mallory, e, uid, testTime.Add(time.Duration(j)*time.Hour), 62<<10))
 		}
 		body := withCertifications(t, e, certs)
 		req, _ := http.NewRequest("POST", ts.url+"/pks/add", bytes.NewReader(body))

@@ -16,13 +16,17 @@ import (
 )
 
 // certification is signer's generic certification of uid on target,
-// made at at, as a packet body.
-func certification(t testing.TB, signer, target *openpgp.Entity, uid string, at time.Time) []byte {
+// made at at, as a packet body; padding > 0 adds a notation of that many
+// bytes (a stranger's bulky certification, kept unverified).
+func certification(t testing.TB, signer, target *openpgp.Entity, uid string, at time.Time, padding int) []byte {
 	t.Helper()
 	sig := &packet.Signature{
 		Version: 4, SigType: packet.SigTypeGenericCert, PubKeyAlgo: signer.PrivateKey.PubKeyAlgo,
 		Hash: crypto.SHA256, CreationTime: at,
 		IssuerKeyId: &signer.PrimaryKey.KeyId, IssuerFingerprint: signer.PrimaryKey.Fingerprint,
+	}
+	if padding > 0 {
+		sig.Notations = []*packet.Notation{{Name: "pad@example.org", Value: bytes.Repeat([]byte{'x'}, padding)}}
 	}
 	if err := sig.SignUserId(uid, target.PrimaryKey, signer.PrivateKey, &packet.Config{Time: func() time.Time { return at }}); err != nil {
 		t.Fatal(err)
@@ -105,7 +109,7 @@ func TestCertificationFloodCannotEvictAVerifiedCertification(t *testing.T) {
 	fpr := fpHex(alice)
 	ts.mustAdd(armored(t, binaryKey(t, bob)))
 
-	genuine := certification(t, bob, alice, uid, testTime.Add(time.Hour))
+	genuine := certification(t, bob, alice, uid, testTime.Add(time.Hour), 0)
 	ts.mustAdd(armored(t, withCertifications(t, alice, [][]byte{genuine})))
 	has := func(want []byte) bool {
 		return slices.ContainsFunc(servedPackets(t, ts, fpr), func(b []byte) bool { return bytes.Equal(b, want) })
@@ -117,7 +121,7 @@ func TestCertificationFloodCannotEvictAVerifiedCertification(t *testing.T) {
 	// 100 certifications dated 2096.
 	var future [][]byte
 	for i := range pgp.DefaultMaxCertifications {
-		future = append(future, certification(t, mallory, alice, uid, time.Date(2096, 1, 1, 0, i, 0, 0, time.UTC)))
+		future = append(future, certification(t, mallory, alice, uid, time.Date(2096, 1, 1, 0, i, 0, 0, time.UTC), 0))
 	}
 	r := ts.add(armored(t, withCertifications(t, alice, future)))
 	if r.code != 200 || !strings.Contains(r.body, "1 unchanged") {
@@ -131,7 +135,7 @@ func TestCertificationFloodCannotEvictAVerifiedCertification(t *testing.T) {
 	// the store does not hold: they are kept only beside Bob's.
 	var flood [][]byte
 	for i := range pgp.DefaultMaxCertifications {
-		flood = append(flood, certification(t, mallory, alice, uid, testTime.Add(time.Duration(i+2)*time.Hour)))
+		flood = append(flood, certification(t, mallory, alice, uid, testTime.Add(time.Duration(i+2)*time.Hour), 0))
 	}
 	ts.mustAdd(armored(t, withCertifications(t, alice, flood)))
 	served := servedPackets(t, ts, fpr)
