@@ -133,8 +133,10 @@ func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 // those are, so that a bulk load pays one query per batch.
 func (s *Service) SyncKeys(ctx context.Context, fps [][]byte) error {
 	values := make([]string, len(fps))
+	byValue := make(map[string][]byte, len(fps))
 	for i, fp := range fps {
 		values[i] = PGPFactor(fp).Value
+		byValue[values[i]] = fp
 	}
 	linked, err := s.store.LinkedKeys(ctx, values)
 	if err != nil {
@@ -142,11 +144,7 @@ func (s *Service) SyncKeys(ctx context.Context, fps [][]byte) error {
 	}
 	var errs []error
 	for _, f := range linked {
-		fp, err := hex.DecodeString(f.Value)
-		if err != nil {
-			return fmt.Errorf("identity: sync keys: %w", err)
-		}
-		errs = append(errs, s.SyncKey(ctx, fp))
+		errs = append(errs, s.SyncKey(ctx, byValue[f.Value]))
 	}
 	return errors.Join(errs...)
 }
