@@ -200,7 +200,10 @@ func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
 	a := newReconNode(t, ctx, []*pgp.Key{full})
 	b := newReconNode(t, ctx, []*pgp.Key{smaller})
 	a.start(t, ctx, b.reconLn.Addr().String(), b.http.URL)
-	b.start(t, ctx, a.reconLn.Addr().String(), a.http.URL)
+	// Serving a's session, b learns the difference too and would fetch the
+	// full form from a, racing a's fetch of the smaller one; b's peer entry
+	// for a points at a closed HTTP port, so b keeps the smaller form.
+	b.start(t, ctx, a.reconLn.Addr().String(), closedURL(t))
 	peer := recon.Peer{Address: b.reconLn.Addr().String(), HTTP: b.http.URL}
 
 	res, fetched, err := a.manager.ReconcileWith(ctx, peer)
@@ -210,9 +213,8 @@ func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
 	if len(res.Missing) != 1 || fetched.Received != 1 || fetched.Unchanged != 1 || fetched.Stored != 0 || fetched.Rejected != 0 {
 		t.Fatalf("first round: missing %d, fetch %+v; want the smaller form fetched once and counted unchanged", len(res.Missing), fetched)
 	}
-	// Remembered in the store, for every node and past restarts. (b may
-	// meanwhile have fetched the full form from a, so the next round may
-	// find no difference at all; either way nothing is fetched again.)
+	// Remembered in the store, for every node and past restarts: the next
+	// round finds the same difference and fetches nothing.
 	refused, err := a.store.RefusedDigests(ctx, [][16]byte{smaller.Digest()})
 	if err != nil || !refused[smaller.Digest()] {
 		t.Fatalf("the smaller form's digest is not remembered: %v %v", refused, err)
@@ -228,4 +230,16 @@ func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
 	if err != nil || len(stored) != 1 || stored[0].Digest != full.Digest() {
 		t.Fatalf("a's key after recon: %v %v; want it unchanged", stored, err)
 	}
+}
+
+// closedURL returns an HTTP URL on a loopback port that nothing listens on.
+func closedURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
 }
