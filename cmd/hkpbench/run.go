@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -31,11 +32,39 @@ const (
 
 // runConfig is what one load run does.
 type runConfig struct {
-	urls     []string
+	urls []string
+	// bodies, when set, makes every request a POST of one form body
+	// (application/x-www-form-urlencoded) to urls[0], each body once in
+	// turn, as a stream of uploads.
+	bodies   [][]byte
 	clients  int
 	duration time.Duration
 	requests int // 0: bounded by duration only
 	warmup   time.Duration
+	// once requests each URL (or body) at most once, in order, across all
+	// clients: the run ends when the list is used up, so that nothing a
+	// server may have cached is asked again (cold figures).
+	once bool
+	// stop, when closed, ends the run before its duration.
+	stop <-chan struct{}
+}
+
+// stopped reports whether the run's stop channel is closed.
+func (c runConfig) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// items is how many distinct requests the run has.
+func (c runConfig) items() int {
+	if len(c.bodies) > 0 {
+		return len(c.bodies)
+	}
+	return len(c.urls)
 }
 
 func runCommand(ctx context.Context, args []string, stdout io.Writer) error {
@@ -48,6 +77,7 @@ func runCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure (at most 10m)")
 	fs.IntVar(&cfg.requests, "n", 0, "stop after this many measured requests (0: only -d bounds the run)")
 	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "requests before measuring (fills caches, opens connections)")
+	fs.BoolVar(&cfg.once, "once", false, "request each URL at most once, in order, across all clients (cold figures); implies -warmup 0")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +108,9 @@ func runCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if cfg.warmup < 0 || cfg.warmup > time.Minute {
 		return errors.New("run: -warmup must be 0..1m")
+	}
+	if cfg.once {
+		cfg.warmup = 0
 	}
 	res := load(ctx, cfg)
 	res.print(stdout, cfg)
@@ -161,9 +194,19 @@ func load(ctx context.Context, cfg runConfig) result {
 	// Redirects could lead off loopback: refuse them.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-	one := func(u string, wr *workerResult, measure bool) {
+	// one makes request i of the list.
+	one := func(i int, wr *workerResult, measure bool) {
 		start := time.Now()
-		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		var req *http.Request
+		var err error
+		if len(cfg.bodies) > 0 {
+			req, err = http.NewRequestWithContext(ctx, "POST", cfg.urls[0], bytes.NewReader(cfg.bodies[i]))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+		} else {
+			req, err = http.NewRequestWithContext(ctx, "GET", cfg.urls[i], nil)
+		}
 		if err == nil {
 			var res *http.Response
 			res, err = client.Do(req)
@@ -199,8 +242,8 @@ func load(ctx context.Context, cfg runConfig) result {
 			go func() {
 				defer wg.Done()
 				var wr workerResult
-				for i := w; i < len(cfg.urls) && wctx.Err() == nil; i += cfg.clients {
-					one(cfg.urls[i], &wr, false)
+				for i := w; i < cfg.items() && wctx.Err() == nil; i += cfg.clients {
+					one(i, &wr, false)
 				}
 			}()
 		}
@@ -220,12 +263,21 @@ func load(ctx context.Context, cfg runConfig) result {
 			defer wg.Done()
 			wr := &results[w]
 			wr.codes = map[int]int{}
-			wr.latencies = make([]time.Duration, 0, 1<<16)
-			for i := w * 7919; mctx.Err() == nil; i++ {
-				if cfg.requests > 0 && issued.Add(1) > int64(cfg.requests) {
+			wr.latencies = make([]time.Duration, 0, 1<<12)
+			for i := w * 7919; mctx.Err() == nil && !cfg.stopped(); i++ {
+				n := issued.Add(1)
+				if cfg.requests > 0 && n > int64(cfg.requests) {
 					return
 				}
-				one(cfg.urls[i%len(cfg.urls)], wr, true)
+				if cfg.once {
+					// The shared count hands out each item once.
+					if n > int64(cfg.items()) {
+						return
+					}
+					one(int(n-1), wr, true)
+					continue
+				}
+				one(i%cfg.items(), wr, true)
 			}
 		}()
 	}

@@ -30,8 +30,10 @@ type Config struct {
 	PublicURL   string `toml:"public_url"`
 	DataDir     string `toml:"data_dir"`
 	DatabaseURL string `toml:"database_url"`
-	LogFormat   string `toml:"log_format"`
-	LogLevel    string `toml:"log_level"`
+	// DatabaseMaxConns caps each process's pool of database connections.
+	DatabaseMaxConns int    `toml:"database_max_conns"`
+	LogFormat        string `toml:"log_format"`
+	LogLevel         string `toml:"log_level"`
 	// ShutdownTimeout bounds how long in-flight requests may take to
 	// finish after SIGINT or SIGTERM.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
@@ -161,6 +163,7 @@ func defaultConfig() Config {
 		LogLevel:            "info",
 		ShutdownTimeout:     Duration(30 * time.Second),
 		PostgresUser:        "postgres",
+		DatabaseMaxConns:    4,
 		ChallengesPerMinute: 30,
 		Recon: ReconConfig{
 			Listen:   "127.0.0.1:11370",
@@ -215,6 +218,7 @@ func settings() []setting {
 		{"public_url", "`URL` clients reach this server at, named in the statements people sign; empty means http://LISTEN", func(c *Config) flag.Value { return (*stringValue)(&c.PublicURL) }},
 		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*stringValue)(&c.DataDir) }},
 		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*stringValue)(&c.DatabaseURL) }},
+		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*intValue)(&c.DatabaseMaxConns) }},
 		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*stringValue)(&c.LogFormat) }},
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
@@ -390,6 +394,9 @@ func (c Config) validate() error {
 	}
 	if c.Recon.Interval <= 0 {
 		return errors.New("setting recon.interval: must be positive")
+	}
+	if c.DatabaseMaxConns < 1 || c.DatabaseMaxConns > 1000 {
+		return errors.New("setting database_max_conns: must be 1 to 1000")
 	}
 	if c.ChallengesPerMinute == 0 {
 		return errors.New("setting challenges_per_minute: must not be 0 (negative means no cap)")

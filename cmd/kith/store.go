@@ -92,6 +92,9 @@ func openStoreWith(ctx context.Context, cfg Config, log *slog.Logger, opts postg
 		o.cluster = cluster
 		url = cluster.URL()
 	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = int32(cfg.DatabaseMaxConns)
+	}
 	s, err := postgres.Open(ctx, url, opts)
 	if err != nil {
 		o.Close()

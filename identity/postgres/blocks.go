@@ -28,24 +28,26 @@ type keyBlocks struct {
 	packets map[[32]byte]bool
 }
 
-// readBlocks takes the shared blocklist lock of every fingerprint of a
-// write (so that a block committed meanwhile is seen) and returns their
-// blocks.
-func readBlocks(ctx context.Context, tx pgx.Tx, fps [][]byte) (map[string]*keyBlocks, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, hashtext(encode(f, 'hex')))
-		FROM unnest($2::bytea[]) WITH ORDINALITY AS u(f, n) ORDER BY n`, blockLockSpace, fps); err != nil {
-		return nil, fmt.Errorf("lock blocklist: %w", err)
-	}
-	return queryBlocks(ctx, tx, fps)
-}
+// blocklistLock is the statement taking the shared blocklist lock of
+// every fingerprint in $2 (so that a block committed meanwhile is seen);
+// blocksQuery reads their blocks.
+const (
+	blocklistLock = `SELECT pg_advisory_xact_lock_shared($1, hashtext(encode(f, 'hex')))
+		FROM unnest($2::bytea[]) WITH ORDINALITY AS u(f, n) ORDER BY n`
+	blocksQuery = `SELECT fingerprint, packet_hash, keep_revocations FROM blocks WHERE fingerprint = ANY($1)`
+)
 
 // queryBlocks returns the blocks of fps.
 func queryBlocks(ctx context.Context, tx pgx.Tx, fps [][]byte) (map[string]*keyBlocks, error) {
-	rows, err := tx.Query(ctx, `SELECT fingerprint, packet_hash, keep_revocations FROM blocks
-		WHERE fingerprint = ANY($1)`, fps)
+	rows, err := tx.Query(ctx, blocksQuery, fps)
 	if err != nil {
 		return nil, fmt.Errorf("read blocklist: %w", err)
 	}
+	return scanBlocks(rows)
+}
+
+// scanBlocks reads the rows of blocksQuery, closing them.
+func scanBlocks(rows pgx.Rows) (map[string]*keyBlocks, error) {
 	defer rows.Close()
 	out := map[string]*keyBlocks{}
 	for rows.Next() {
@@ -182,9 +184,6 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 			return err
 		}
 		if err := writeComponents(ctx, tx, []*pendingKey{p}); err != nil {
-			return err
-		}
-		if err := notifyChanges(ctx, tx, []*pendingKey{p}); err != nil {
 			return err
 		}
 		outcome, hookKey = identity.BlockKeyCleaned, p.key

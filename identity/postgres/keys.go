@@ -122,12 +122,27 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		policy := s.policy
 		policy.Issuers = issuerKeys(ctx, tx)
-		blocks, err := readBlocks(ctx, tx, fps)
+		// One round trip: the blocklist lock, the blocks, and the stored
+		// keys, locked for the merge.
+		batch := &pgx.Batch{}
+		batch.Queue(blocklistLock, blockLockSpace, fps)
+		batch.Queue(blocksQuery, fps)
+		batch.Queue(`SELECT id, fingerprint, digest, packets FROM keys
+			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
+		br := tx.SendBatch(ctx, batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock blocklist: %w", err)
+		}
+		brows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("read blocklist: %w", err)
+		}
+		blocks, err := scanBlocks(brows)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT id, fingerprint, digest, packets FROM keys
-			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
+		rows, err := br.Query()
 		if err != nil {
 			return fmt.Errorf("lock stored keys: %w", err)
 		}
@@ -148,6 +163,9 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read stored keys: %w", err)
+		}
+		if err := br.Close(); err != nil {
 			return fmt.Errorf("read stored keys: %w", err)
 		}
 
@@ -201,10 +219,7 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 			return err
 		}
 		changed = append(inserts, updates...)
-		if err := writeComponents(ctx, tx, changed); err != nil {
-			return err
-		}
-		return notifyChanges(ctx, tx, changed)
+		return writeComponents(ctx, tx, changed)
 	})
 	if err != nil {
 		return nil, err
@@ -371,9 +386,13 @@ func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	return nil
 }
 
-// writeComponents writes the user IDs and subkeys of keys: for a small
-// batch as INSERTs in one round trip, for a large one through COPY.
+// writeComponents writes the user IDs and subkeys of changed keys and
+// queues their change notifications: for a small batch as one round trip
+// of INSERTs, for a large one through COPY.
 func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
 	var uids, subs [][]any
 	for _, p := range ps {
 		d := p.key.Describe()
@@ -403,9 +422,8 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 				[]string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}, subs, "")
 			batch.Queue(sql, args...)
 		}
-		if batch.Len() == 0 {
-			return nil
-		}
+		sql, args := notification(ps)
+		batch.Queue(sql, args...)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("insert user IDs and subkeys: %w", err)
 		}
@@ -420,6 +438,10 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subCols, pgx.CopyFromRows(subs)); err != nil {
 			return fmt.Errorf("copy subkeys: %w", err)
 		}
+	}
+	sql, args := notification(ps)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
 }
@@ -440,21 +462,16 @@ func dedupeSubkeys(rows [][]any) [][]any {
 	return out
 }
 
-// notifyChanges queues one notification per changed key; PostgreSQL
-// delivers them when the transaction commits.
-func notifyChanges(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
-	if len(ps) == 0 {
-		return nil
-	}
+// notification is the statement queueing one notification per changed
+// key, with its arguments; PostgreSQL delivers them when the transaction
+// commits.
+func notification(ps []*pendingKey) (string, []any) {
 	payloads := make([]string, len(ps))
 	for i, p := range ps {
 		d := p.key.Digest()
 		payloads[i] = hex.EncodeToString(p.old) + ":" + hex.EncodeToString(d[:]) + ":" + hex.EncodeToString(p.fp)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", KeyChangesChannel, payloads); err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	return nil
+	return "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", []any{KeyChangesChannel, payloads}
 }
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and

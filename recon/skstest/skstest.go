@@ -66,6 +66,9 @@ type Server struct {
 	// Throwaway is the generated key loaded into an otherwise empty
 	// database (nil when keys were given).
 	Throwaway []byte
+	// BuildTime is how long building the database took (sks build,
+	// cleandb and pbuild, as upstream's build script runs them).
+	BuildTime time.Duration
 
 	t     testing.TB
 	procs []*exec.Cmd
@@ -166,12 +169,14 @@ func Start(t testing.TB, opts Options) *Server {
 		files = append(files, f)
 	}
 
+	built := time.Now()
 	s.run(append(append([]string{"build"}, files...), "-n", "10", "-cache", "100")...)
 	// cleandb finishes its work and then dies with SIGSEGV; a second run
 	// says "Database already merged" and exits 0.
 	_ = s.runErr("cleandb")
 	s.run("cleandb")
 	s.run("pbuild", "-cache", "20", "-ptree_cache", "70")
+	s.BuildTime = time.Since(built)
 
 	// sks recon talks to sks db over a socket db creates once it is up:
 	// start recon only then, or its first fetch fails with ENOENT.
