@@ -163,7 +163,7 @@ func defaultConfig() Config {
 		LogLevel:            "info",
 		ShutdownTimeout:     Duration(30 * time.Second),
 		PostgresUser:        "postgres",
-		DatabaseMaxConns:    4,
+		DatabaseMaxConns:    16,
 		ChallengesPerMinute: 30,
 		Recon: ReconConfig{
 			Listen:   "127.0.0.1:11370",

@@ -95,6 +95,9 @@ func openStoreWith(ctx context.Context, cfg Config, log *slog.Logger, opts postg
 	if opts.MaxConns == 0 {
 		opts.MaxConns = int32(cfg.DatabaseMaxConns)
 	}
+	if opts.Logger == nil {
+		opts.Logger = log
+	}
 	s, err := postgres.Open(ctx, url, opts)
 	if err != nil {
 		o.Close()

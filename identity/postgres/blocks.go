@@ -186,6 +186,11 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 		if err := writeComponents(ctx, tx, []*pendingKey{p}); err != nil {
 			return err
 		}
+		// An operator's action is rare: notified inside its transaction.
+		sql, args := notification([]*pendingKey{p})
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
 		outcome, hookKey = identity.BlockKeyCleaned, p.key
 		if p.tomb {
 			outcome = identity.BlockKeyTombstoned

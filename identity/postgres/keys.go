@@ -230,6 +230,7 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 			keys[i] = p.key
 		}
 		s.keysChanged(ctx, keys)
+		s.notifyCommitted(ctx, changed)
 	}
 	out := make([]identity.KeyChange, len(keys))
 	seen := map[*pendingKey]bool{}
@@ -386,9 +387,8 @@ func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	return nil
 }
 
-// writeComponents writes the user IDs and subkeys of changed keys and
-// queues their change notifications: for a small batch as one round trip
-// of INSERTs, for a large one through COPY.
+// writeComponents writes the user IDs and subkeys of changed keys: for a
+// small batch as one round trip of INSERTs, for a large one through COPY.
 func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
@@ -422,8 +422,6 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 				[]string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}, subs, "")
 			batch.Queue(sql, args...)
 		}
-		sql, args := notification(ps)
-		batch.Queue(sql, args...)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("insert user IDs and subkeys: %w", err)
 		}
@@ -438,10 +436,6 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subCols, pgx.CopyFromRows(subs)); err != nil {
 			return fmt.Errorf("copy subkeys: %w", err)
 		}
-	}
-	sql, args := notification(ps)
-	if _, err := tx.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
 }
@@ -462,9 +456,8 @@ func dedupeSubkeys(rows [][]any) [][]any {
 	return out
 }
 
-// notification is the statement queueing one notification per changed
-// key, with its arguments; PostgreSQL delivers them when the transaction
-// commits.
+// notification is the statement sending one notification per changed
+// key, with its arguments.
 func notification(ps []*pendingKey) (string, []any) {
 	payloads := make([]string, len(ps))
 	for i, p := range ps {
@@ -472,6 +465,21 @@ func notification(ps []*pendingKey) (string, []any) {
 		payloads[i] = hex.EncodeToString(p.old) + ":" + hex.EncodeToString(d[:]) + ":" + hex.EncodeToString(p.fp)
 	}
 	return "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", []any{KeyChangesChannel, payloads}
+}
+
+// notifyCommitted tells every node of keys a write has committed. It runs
+// after the commit, in a transaction of its own: PostgreSQL serialises
+// the commits of notifying transactions, WAL flush included, so a NOTIFY
+// inside the write would make concurrent uploads wait for each other's
+// fsync. A notification lost to a crash between the two leaves other
+// nodes' caches stale until their answers expire and their recon trees
+// short of the change until they resynchronise from the store (at their
+// next reconnect); the store itself is whole either way.
+func (s *Store) notifyCommitted(ctx context.Context, ps []*pendingKey) {
+	sql, args := notification(ps)
+	if _, err := s.pool.Exec(context.WithoutCancel(ctx), sql, args...); err != nil {
+		s.log.Warn("postgres: notifying key changes", "keys", len(ps), "err", err)
+	}
 }
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and

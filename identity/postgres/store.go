@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	policy pgp.Policy
+	log    *slog.Logger
 
 	hooksMu  sync.Mutex
 	keyHooks []func(ctx context.Context, changed []*pgp.Key)
@@ -56,6 +58,10 @@ type Options struct {
 	SkipMigrate bool
 	// Policy merges uploads with stored keys; nil means pgp.DefaultPolicy.
 	Policy *pgp.Policy
+	// Logger receives what the store cannot return as an error (a
+	// notification that failed after its write committed); nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Open connects to the database at url (any libpq connection string or
@@ -72,7 +78,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, policy: pgp.DefaultPolicy()}
+	s := &Store{pool: pool, policy: pgp.DefaultPolicy(), log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
 	if opts.Policy != nil {
 		s.policy = *opts.Policy
 	}
