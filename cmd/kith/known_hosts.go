@@ -2,8 +2,11 @@
 // the proven SSH host keys of a host identity (host:NAME) from a Kith
 // server and prints them as known_hosts lines in the form ssh asked for
 // (%H: the name, "[name]:port" or a HostKeyAlias). It fails closed: on any
-// error it prints nothing and exits non-zero, so ssh finds no key and,
-// with StrictHostKeyChecking, refuses to connect. It has no cache: a host
+// error it prints nothing and exits non-zero, so ssh finds no key (and
+// gives up on the connection). A host the server does not know (404), or
+// an argument that is no host name (an address), is no error: nothing is
+// printed and it exits zero, so ssh goes on to its other known hosts
+// sources and, with StrictHostKeyChecking, refuses. It has no cache: a host
 // key is checked at every connection, and a stale answer could keep a
 // replaced key trusted.
 
@@ -38,7 +41,7 @@ func runKnownHosts(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(env.stderr, "as known_hosts lines, for ssh's KnownHostsCommand:\n")
 		fmt.Fprintf(env.stderr, "  KnownHostsCommand /usr/local/bin/kith known-hosts --server URL %%H\n")
 		fmt.Fprintf(env.stderr, "HOST may be NAME or [NAME]:PORT (ssh's %%H for a port other than 22).\n")
-		fmt.Fprintf(env.stderr, "On any error it prints nothing and exits non-zero.\n\n")
+		fmt.Fprintf(env.stderr, "On any error it prints nothing and exits non-zero; an unknown host prints nothing.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -91,8 +94,11 @@ func clipArg(s string) string {
 func knownHosts(ctx context.Context, out io.Writer, log *slog.Logger, server string, timeout time.Duration, host string) error {
 	name, err := splitKnownHost(host)
 	if err != nil {
-		log.Warn("printing no host keys", "host", host, "reason", err.Error())
-		return fmt.Errorf("%w: %v", errNoKeys, err)
+		// Not a name Kith could publish (ssh asks for addresses too, to
+		// order its host key algorithms): no keys, and no failure, which
+		// would make ssh give up on the connection.
+		log.Debug("no host keys for this host", "host", host, "reason", err.Error())
+		return nil
 	}
 	var lines []byte
 	body, status, err := fetchText(ctx, server, "/hosts/"+url.PathEscape(name)+".known_hosts", "kith-known-hosts", timeout,
