@@ -49,6 +49,8 @@ func idUsage(w io.Writer) {
 	for _, c := range idSubcommands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
+	b.WriteString("\nA host's keys are published as host:NAME, as root, signed by the host key:\n")
+	b.WriteString("  kith id claim host:git.example.org --ssh-key /etc/ssh/ssh_host_ed25519_key\n")
 	b.WriteString("\nEvery command takes --server URL (default $" + idServerEnv + ").\n")
 	b.WriteString("Run 'kith id COMMAND --help' for a command's flags.\n")
 	io.WriteString(w, b.String())
