@@ -670,7 +670,7 @@ func wrapOp(op string, err error) error {
 // key may be proven for several host identities (one machine, several
 // names), never for a host and a person.
 func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f Factor) error {
-	taken, err := provenElsewhere(ctx, r, f, h, s.now())
+	taken, err := ProvenElsewhere(ctx, r, f, h, s.now())
 	if err != nil {
 		return err
 	}
@@ -684,13 +684,10 @@ func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f F
 // proven at now. Linking a factor proven elsewhere is refused. A factor
 // only claimed elsewhere is not: anyone can claim a public key, so a claim
 // never keeps the key's holder from proving it.
+//
+// For a host identity mine, the other host identities do not count: one
+// machine's key may be proven for each of its names.
 func ProvenElsewhere(ctx context.Context, r IdentityReader, f Factor, mine Handle, now time.Time) (bool, error) {
-	return provenElsewhere(ctx, r, f, mine, now)
-}
-
-// provenElsewhere is ProvenElsewhere that, for a host identity mine,
-// passes over the other host identities.
-func provenElsewhere(ctx context.Context, r IdentityReader, f Factor, mine Handle, now time.Time) (bool, error) {
 	handles, err := r.FactorHandles(ctx, f)
 	if err != nil {
 		return false, err
