@@ -1,10 +1,14 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -22,7 +26,7 @@ func (k *kith) claimHost(name string, key, signer sshKey) (int, string) {
 	}, nil)
 }
 
-// getHead fetches a path and returns status, body and Content-Length.
+// getRaw fetches a path and returns status, body and Content-Length.
 func (k *kith) getRaw(path string) (int, string, string) {
 	k.t.Helper()
 	resp, err := http.Get(k.url + path)
@@ -126,5 +130,45 @@ func TestHostKnownHosts(t *testing.T) {
 	}
 	if n := k.verifyLog(); n == 0 {
 		t.Error("verify-log checked no records")
+	}
+}
+
+// TestKnownHostsFreshAcrossNodes: a host key revoked through node A stops
+// being served by node B, whose cached answer the notification drops, and
+// a node's own write is read back at once.
+func TestKnownHostsFreshAcrossNodes(t *testing.T) {
+	k := newKithWith(t, api.Options{ChallengesPerMinute: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hb := newHandler(ctx, t, k.store, api.Options{Watcher: k.store})
+	waitListening(t, hb)
+	b := httptest.NewServer(hb)
+	defer b.Close()
+	const h = "host:node.example.test"
+	path := "/hosts/node.example.test.known_hosts"
+
+	old := newGoKey(t, "old")
+	k.claimKey(h, old)
+	for i := range 5 {
+		key := newGoKey(t, fmt.Sprintf("key%d", i))
+		k.addKey(h, key, old)
+		// Warm both caches with the key in.
+		for _, url := range []string{k.url + path, b.URL + path} {
+			eventually(t, 10*time.Second, "the added key served at "+url, func() bool {
+				st, body := getFrom(t, url)
+				return st == 200 && strings.Contains(body, keyOnly(key.pub))
+			})
+		}
+		k.revokeKey(h, key, old)
+		if _, body := getFrom(t, k.url+path); strings.Contains(body, keyOnly(key.pub)) {
+			t.Fatalf("round %d: node A serves the key it just revoked:\n%s", i, body)
+		}
+		eventually(t, 10*time.Second, "node B dropping the revoked key", func() bool {
+			st, body := getFrom(t, b.URL+path)
+			return st == 200 && !strings.Contains(body, keyOnly(key.pub)) && strings.Contains(body, keyOnly(old.pub))
+		})
+		if !hb.Listening() || !k.h.Listening() {
+			t.Fatalf("round %d: a cache went off; the test no longer tests it", i)
+		}
 	}
 }
