@@ -49,6 +49,7 @@ const (
 	CodeNotLinked        Code = "not_linked"        // nothing to revoke
 	CodeUnsupported      Code = "unsupported"       // a factor kind this operation cannot take
 	CodeUploadRefused    Code = "upload_refused"    // the server's upload policy refuses the key
+	CodeHostNotAllowed   Code = "host_not_allowed"  // the operator's host list does not name the host
 )
 
 // Error is a refusal: the operation wrote nothing, and Code says why.

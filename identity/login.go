@@ -128,6 +128,9 @@ func (s *Service) ClaimWithLogin(ctx context.Context, handle string, l Login) (I
 	if err != nil {
 		return Identity{}, err
 	}
+	if _, host := h.Host(); host {
+		return Identity{}, Refuse(CodeUnsupported, "a host identity is claimed with a host key's signature, not a login")
+	}
 	v, err := s.verifyLogin(ctx, l)
 	if err != nil {
 		return Identity{}, err

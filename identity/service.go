@@ -34,6 +34,9 @@ type ServiceOptions struct {
 	Rand io.Reader
 	// Blocklist, if set, lets key holders delete their keys (DeleteKey).
 	Blocklist Blocklist
+	// Hosts are the host names that may be claimed as host identities
+	// (host:NAME); the zero policy allows none.
+	Hosts HostPolicy
 }
 
 // Service runs the identity operations over a Store and a Verifier. It is
@@ -45,6 +48,7 @@ type Service struct {
 	now      func() time.Time
 	rand     io.Reader
 	blocks   Blocklist
+	hosts    HostPolicy
 
 	mu   sync.Mutex
 	subs []func(ctx context.Context, handles []Handle)
@@ -55,7 +59,7 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 	if opts.Server == "" {
 		return nil, errors.New("identity: new service: no server name")
 	}
-	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist}
+	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist, hosts: opts.Hosts}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -208,6 +212,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	if !f.Provable() {
 		return nil, Refuse(CodeUnsupported, "a %s factor cannot sign a statement", f.Kind)
 	}
+	if err := s.checkHost(purpose, h, f); err != nil {
+		return nil, err
+	}
 	_, _, err = s.store.IdentityRecords(ctx, h)
 	switch {
 	case err == nil && purpose == PurposeClaim:
@@ -236,8 +243,9 @@ func (s *Service) newChallenge(purpose Purpose, h Handle, f Factor, now time.Tim
 	return NewChallenge(s.server, purpose, h, f, nonce, now)
 }
 
+// checkHandle checks a person's or a host's handle.
 func checkHandle(handle string) (Handle, error) {
-	h, err := ParseHandle(handle)
+	h, err := ParseIdentityHandle(handle)
 	switch {
 	case errors.Is(err, ErrReservedHandle):
 		return "", RefuseErr(CodeReservedHandle, err, "handle not available")
@@ -261,6 +269,9 @@ func (s *Service) statement(text []byte, purpose Purpose) (*Challenge, error) {
 		return nil, Refuse(CodeWrongPurpose, "the statement is for %q, not %q", clip(string(c.Purpose)), purpose)
 	}
 	if _, err := checkHandle(string(c.Handle)); err != nil {
+		return nil, err
+	}
+	if err := s.checkHost(c.Purpose, c.Handle, c.Factor); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -655,7 +666,9 @@ func wrapOp(op string, err error) error {
 	return fmt.Errorf("identity: %s: %w", op, err)
 }
 
-// checkFree refuses f when another identity than h has it proven.
+// checkFree refuses f when another identity than h has it proven. A host
+// key may be proven for several host identities (one machine, several
+// names), never for a host and a person.
 func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f Factor) error {
 	taken, err := ProvenElsewhere(ctx, r, f, h, s.now())
 	if err != nil {
@@ -671,13 +684,17 @@ func (s *Service) checkFree(ctx context.Context, r IdentityReader, h Handle, f F
 // proven at now. Linking a factor proven elsewhere is refused. A factor
 // only claimed elsewhere is not: anyone can claim a public key, so a claim
 // never keeps the key's holder from proving it.
+//
+// For a host identity mine, the other host identities do not count: one
+// machine's key may be proven for each of its names.
 func ProvenElsewhere(ctx context.Context, r IdentityReader, f Factor, mine Handle, now time.Time) (bool, error) {
 	handles, err := r.FactorHandles(ctx, f)
 	if err != nil {
 		return false, err
 	}
+	_, mineHost := mine.Host()
 	for _, other := range handles {
-		if other == mine {
+		if _, otherHost := other.Host(); other == mine || (mineHost && otherHost) {
 			continue
 		}
 		_, recs, err := r.IdentityRecords(ctx, other)
@@ -712,8 +729,9 @@ func (s *Service) Lookup(ctx context.Context, handle string) (Identity, *Assessm
 	return id, Assess(h, recs, s.now()), recs, nil
 }
 
-// WhoProves returns the handle of the identity for which f is proven now,
-// or an *Error with code not_linked. Should the factor's holder have made
+// WhoProves returns the handle of the person identity for which f is
+// proven now, or an *Error with code not_linked; host identities do not
+// answer (a host key is no one's login). Should the factor's holder have made
 // it proven for more than one identity (a back-signed binding in a key of
 // each), the identity that proved it first answers.
 func (s *Service) WhoProves(ctx context.Context, f Factor) (Handle, error) {
@@ -725,6 +743,9 @@ func (s *Service) WhoProves(ctx context.Context, f Factor) (Handle, error) {
 	var best Handle
 	var bestSeq int64
 	for _, h := range handles {
+		if _, host := h.Host(); host {
+			continue
+		}
 		_, recs, err := s.store.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
 			continue

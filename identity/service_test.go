@@ -265,6 +265,12 @@ func TestServiceRefusals(t *testing.T) {
 			l := e.login("carol")
 			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "ca_rol", l); return err }
 		}},
+		{"a host name the operator does not list", identity.CodeHostNotAllowed, func(e *env) func() error {
+			return func() error {
+				_, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "host:git.example.org", k1)
+				return err
+			}
+		}},
 		{"a reserved handle", identity.CodeReservedHandle, func(e *env) func() error {
 			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "admin", k1); return err }
 		}},
@@ -646,7 +652,7 @@ func TestServiceRefusals(t *testing.T) {
 		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeUnknownNonce,
 		identity.CodeNonceUsed, identity.CodeExpired, identity.CodeBadSignature, identity.CodeWrongNamespace,
 		identity.CodeWrongKey, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNotProven,
-		identity.CodeNotAuthorized, identity.CodeNotLinked, identity.CodeUnsupported,
+		identity.CodeNotAuthorized, identity.CodeNotLinked, identity.CodeUnsupported, identity.CodeHostNotAllowed,
 	} {
 		if !covered[c] {
 			t.Errorf("no row for code %s", c)

@@ -126,7 +126,11 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server})
+	hosts, err := identity.ParseHostPolicy([]string{"*.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server, Hosts: hosts})
 	if err != nil {
 		t.Fatal(err)
 	}

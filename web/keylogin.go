@@ -211,6 +211,11 @@ func (h *Handler) serveClaimVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.InfoContext(r.Context(), "web: handle claimed by key", slog.String("handle", string(c.Handle)), slog.String("kind", string(c.Factor.Kind)))
+	if name, host := c.Handle.Host(); host {
+		// A host identity never logs in: show what is now published.
+		http.Redirect(w, r, "/hosts/"+url.PathEscape(name)+".known_hosts", http.StatusSeeOther)
+		return
+	}
 	// The claim is no login: logging in takes a login statement of its
 	// own, so that nobody is logged in by a statement signed for a claim.
 	http.Redirect(w, r, "/login/key?claimed=1&handle="+url.QueryEscape(string(c.Handle)), http.StatusSeeOther)

@@ -234,3 +234,27 @@ func TestKeyLoginAttacks(t *testing.T) {
 		t.Errorf("mallory after a refused delete: %v", err)
 	}
 }
+
+// TestClaimHostByKeyOnThePages: the claim page takes a host handle like
+// any other, under the same rules (only listed names, signed by the host
+// key), and sends the host to its known_hosts answer, not to a login.
+func TestClaimHostByKeyOnThePages(t *testing.T) {
+	s := newKeySite(t)
+	b := s.browser()
+	k, pub := sshKey(t)
+	form := b.get("/claim")
+	if p := b.post("/claim", url.Values{"csrf": {form.csrf(t)}, "handle": {"host:github.com"}, "key": {pub}}); p.status == http.StatusOK && strings.Contains(p.body, `id="statement"`) {
+		t.Fatalf("the claim page issued a statement for an unlisted host:\n%s", p.body)
+	}
+	p := b.claimByKey("host:web.example.test", k, pub)
+	if p.url.Path != "/hosts/web.example.test.known_hosts" {
+		t.Fatalf("host claim: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+	if b.cookie("kith-session") != nil {
+		t.Fatal("a host claim opened a session")
+	}
+	_, a, _, err := s.svc.LookupHost(t.Context(), "web.example.test")
+	if err != nil || len(a.Of(identity.KindSSH, identity.LevelProven)) != 1 {
+		t.Fatalf("after the claim: %v, %+v", err, a)
+	}
+}

@@ -159,16 +159,26 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 	if cfg.Server == "" {
 		return fmt.Errorf("setting server: no Kith server given (--server or %sSERVER)", authorizedKeysEnvPrefix)
 	}
-	u, err := url.Parse(cfg.Server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("setting server: %q is not an http or https URL", cfg.Server)
-	}
 	log := slog.New(slog.NewTextHandler(env.stderr, nil)).With("command", "authorized-keys")
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		log.Warn("fetching keys without TLS: anyone on the path to the server can substitute their own keys and log in; use an https server URL",
-			"server", cfg.Server)
+	if err := checkKeyServer(log, cfg.Server, "substitute their own keys and log in"); err != nil {
+		return err
 	}
 	return authorizedKeys(ctx, env.stdout, log, cfg, fs.Arg(0))
+}
+
+// checkKeyServer checks that server is an http(s) URL, and warns when it
+// is plain http to another machine: then anyone on the path can swap the
+// answer, to do what risk says.
+func checkKeyServer(log *slog.Logger, server, risk string) error {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("setting server: %q is not an http or https URL", server)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		log.Warn("fetching keys without TLS: anyone on the path to the server can "+risk+"; use an https server URL",
+			"server", server)
+	}
+	return nil
 }
 
 // isLoopback reports whether host names this machine: localhost or a
@@ -334,14 +344,27 @@ var keysClient = &http.Client{CheckRedirect: func(req *http.Request, via []*http
 
 // fetchKeys gets /users/{handle}.keys within the timeout.
 func fetchKeys(ctx context.Context, cfg authorizedKeysConfig, h identity.Handle) ([]byte, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	return fetchText(ctx, cfg.Server, "/users/"+url.PathEscape(string(h))+".keys", "kith-authorized-keys", cfg.Timeout,
+		func(body []byte) error {
+			if _, err := ssh.ParseAuthorizedKeys(body); err != nil {
+				return fmt.Errorf("answer is not authorized_keys text: %w", err)
+			}
+			return nil
+		})
+}
+
+// fetchText gets path from the server within the timeout, with keysClient
+// (no redirect from https to http), reading at most maxKeysBody bytes. A
+// 200 answer must pass check, or it is an error.
+func fetchText(ctx context.Context, server, path, agent string, timeout time.Duration, check func([]byte) error) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := strings.TrimRight(cfg.Server, "/") + "/users/" + url.PathEscape(string(h)) + ".keys"
+	u := strings.TrimRight(server, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	req.Header.Set("User-Agent", "kith-authorized-keys/"+version)
+	req.Header.Set("User-Agent", agent+"/"+version)
 	resp, err := keysClient.Do(req)
 	if err != nil {
 		return nil, 0, err
@@ -355,8 +378,8 @@ func fetchKeys(ctx context.Context, cfg authorizedKeysConfig, h identity.Handle)
 		return nil, 0, fmt.Errorf("answer larger than %d bytes", maxKeysBody)
 	}
 	if resp.StatusCode == http.StatusOK {
-		if _, err := ssh.ParseAuthorizedKeys(body); err != nil {
-			return nil, 0, fmt.Errorf("answer is not authorized_keys text: %w", err)
+		if err := check(body); err != nil {
+			return nil, 0, err
 		}
 	}
 	return body, resp.StatusCode, nil

@@ -103,7 +103,7 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	defer st.Close()
 	// A removed or reduced key drops the identity links it carried, as
 	// any key change does: through the store's key-change hook.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), log); err != nil {
+	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
 		return fmt.Errorf("block: %w", err)
 	}
 

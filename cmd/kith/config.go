@@ -59,6 +59,23 @@ type Config struct {
 	HKP HKPConfig `toml:"hkp"`
 	// Log is the [log] section: the transparency log's signing key.
 	Log TransparencyLogConfig `toml:"log"`
+	// Hosts is the [hosts] section: the host names whose SSH host keys
+	// may be published (host:NAME identities).
+	Hosts HostsConfig `toml:"hosts"`
+}
+
+// HostsConfig is the [hosts] section.
+type HostsConfig struct {
+	// Names are the host names that may be claimed as host identities:
+	// exact names ("git.example.org") and "*.DOMAIN" for every name
+	// below DOMAIN. Empty: none (no host keys are published).
+	Names StringList `toml:"names"`
+}
+
+// hostPolicy is the parsed hosts.names (validate has checked it).
+func (c Config) hostPolicy() identity.HostPolicy {
+	p, _ := identity.ParseHostPolicy(c.Hosts.Names)
+	return p
 }
 
 // TransparencyLogConfig is the [log] section.
@@ -236,6 +253,7 @@ func settings() []setting {
 		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.PasswordFile) }},
 		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*boolValue)(&c.SMTP.StartTLS) }},
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
+		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*listValue)(&c.Hosts.Names) }},
 		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*intValue)(&c.HKP.MaxAnswerBytes) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
@@ -409,6 +427,9 @@ func (c Config) validate() error {
 	}
 	if c.HKP.MaxAnswerBytes < 1<<20 {
 		return errors.New("setting hkp.max_answer_bytes: must be at least 1048576 (one key may be 1 MiB)")
+	}
+	if _, err := identity.ParseHostPolicy(c.Hosts.Names); err != nil {
+		return fmt.Errorf("setting hosts.names: %w", err)
 	}
 	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
 		return fmt.Errorf("setting hkp.uploads: %w", err)

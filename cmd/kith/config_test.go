@@ -66,6 +66,9 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		{"bad env value", nil, []string{"KITH_LOG_LEVEL=chatty"}, "", "setting log_level"},
 		{"unknown env", nil, []string{"KITH_NOPE=1"}, "", "KITH_NOPE"},
 		{"wrong type in file", nil, nil, "listen = 5\n", "kith.toml"},
+		{"bad host name", []string{"--hosts-names", "git.example.org,*.Example.org"}, nil, "", "setting hosts.names"},
+		{"host address", nil, []string{"KITH_HOSTS_NAMES=10.0.0.1"}, "", "setting hosts.names"},
+		{"bare wildcard host", nil, nil, "[hosts]\nnames = [\"*\"]\n", "setting hosts.names"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,5 +107,35 @@ func TestConfigBoolSettingFromFlagEnvAndFile(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	if _, _, err := loadConfig(fs, nil, []string{"KITH_WEB_SECURE_COOKIES=maybe"}); err == nil {
 		t.Error("KITH_WEB_SECURE_COOKIES=maybe was accepted")
+	}
+}
+
+// TestHostsNamesSetting: hosts.names from the file, the environment and a
+// flag decides which host names may be published.
+func TestHostsNamesSetting(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kith.toml")
+	os.WriteFile(file, []byte("[hosts]\nnames = [\"git.example.org\", \"*.lab.example.org\"]\n"), 0o600)
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		want map[string]bool
+	}{
+		{"default", nil, nil, map[string]bool{"git.example.org": false}},
+		{"file", []string{"--config", file}, nil, map[string]bool{"git.example.org": true, "a.lab.example.org": true, "lab.example.org": false, "github.com": false}},
+		{"env", nil, []string{"KITH_HOSTS_NAMES=github.com"}, map[string]bool{"github.com": true, "git.example.org": false}},
+		{"flag over env", []string{"--hosts-names", "*.example.org"}, []string{"KITH_HOSTS_NAMES=github.com"}, map[string]bool{"github.com": false, "git.example.org": true}},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, _, err := loadConfig(fs, c.args, c.env)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for name, want := range c.want {
+			if got := cfg.hostPolicy().Allows(name); got != want {
+				t.Errorf("%s: %s allowed = %v, want %v", c.name, name, got, want)
+			}
+		}
 	}
 }

@@ -49,6 +49,8 @@ func idUsage(w io.Writer) {
 	for _, c := range idSubcommands {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
+	b.WriteString("\nA host's keys are published as host:NAME, as root, signed by the host key:\n")
+	b.WriteString("  kith id claim host:git.example.org --ssh-key /etc/ssh/ssh_host_ed25519_key\n")
 	b.WriteString("\nEvery command takes --server URL (default $" + idServerEnv + ").\n")
 	b.WriteString("Run 'kith id COMMAND --help' for a command's flags.\n")
 	io.WriteString(w, b.String())
@@ -339,7 +341,9 @@ func hintFor(code, handle string) string {
 	case identity.CodeExpired, identity.CodeNonceUsed, identity.CodeUnknownNonce:
 		return "run the command again: it asks for a new statement"
 	case identity.CodeBadHandle, identity.CodeReservedHandle:
-		return "a handle is 2 to 39 lower-case letters, digits and '-', and not one the server keeps for itself"
+		return "a handle is 2 to 39 lower-case letters, digits and '-', and not one the server keeps for itself; a host's is host:NAME, NAME its lower-case DNS name"
+	case identity.CodeHostNotAllowed:
+		return "the server's operator lists the host names whose keys it publishes (hosts.names); ask them to add this one"
 	case "rate_limited":
 		return "wait a minute and try again"
 	}
@@ -471,7 +475,7 @@ func (c *idClient) claim(ctx context.Context, handle string, f idFlags) error {
 		return err
 	}
 	fmt.Fprintf(c.env.stdout, "claimed %s with %s (proven by its signature)\n", doc.Handle, s)
-	fmt.Fprintf(c.env.stdout, "  profile:  %s/u/%s\n  SSH keys: %s/users/%s.keys\n", c.server, doc.Handle, c.server, doc.Handle)
+	c.printWhere(identity.Handle(doc.Handle), "  ")
 	return nil
 }
 
@@ -575,9 +579,22 @@ func assuranceOf(doc api.IdentityDoc, value string) string {
 	return "not listed"
 }
 
+// printWhere prints where the identity h is served.
+func (c *idClient) printWhere(h identity.Handle, indent string) {
+	if name, ok := h.Host(); ok {
+		fmt.Fprintf(c.env.stdout, "%sknown_hosts: %s/hosts/%s.known_hosts\n", indent, c.server, name)
+		return
+	}
+	fmt.Fprintf(c.env.stdout, "%sprofile:  %s/u/%s\n%sSSH keys: %s/users/%s.keys\n", indent, c.server, h, indent, c.server, h)
+}
+
 func (c *idClient) lookup(ctx context.Context, handle string) (api.IdentityDoc, error) {
 	var doc api.IdentityDoc
-	err := c.call(ctx, "look up "+handle, http.MethodGet, "/users/"+url.PathEscape(handle)+".json", handle, nil, &doc)
+	path := "/users/" + url.PathEscape(handle) + ".json"
+	if name, ok := identity.Handle(handle).Host(); ok {
+		path = "/hosts/" + url.PathEscape(name) + ".json"
+	}
+	err := c.call(ctx, "look up "+handle, http.MethodGet, path, handle, nil, &doc)
 	return doc, err
 }
 
@@ -700,6 +717,6 @@ func (c *idClient) show(ctx context.Context, handle string) error {
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintf(w, "profile:  %s/u/%s\nSSH keys: %s/users/%s.keys\n", c.server, doc.Handle, c.server, doc.Handle)
+	c.printWhere(identity.Handle(doc.Handle), "")
 	return nil
 }

@@ -40,7 +40,7 @@ func newKeyServer(t *testing.T) *keyServer {
 	}
 	t.Cleanup(st.Close)
 	log := slog.New(slog.DiscardHandler)
-	svc, err := newIdentityService(st, "Kith test", log)
+	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}

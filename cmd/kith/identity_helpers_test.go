@@ -61,6 +61,17 @@ func (a *apiServer) integrate() int64 {
 	return n
 }
 
+// testHostPolicy lets the tests' servers publish host keys for the names
+// below example.test.
+func testHostPolicy(t testing.TB) identity.HostPolicy {
+	t.Helper()
+	p, err := identity.ParseHostPolicy([]string{"*.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func newAPIServer(t *testing.T) *apiServer {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
@@ -71,7 +82,7 @@ func newAPIServer(t *testing.T) *apiServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	svc, err := newIdentityService(st, "Kith test", slog.New(slog.DiscardHandler))
+	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 	// Loaded keys that identities name refresh their links as they land.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), log); err != nil {
+	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
 		return err
 	}
 

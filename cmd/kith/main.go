@@ -56,6 +56,7 @@ func commands() []command {
 		{"dump", "write every stored key as SKS-format dump files", runDump},
 		{"repair", "re-run the key policy over every stored key and write back what it changes", runRepair},
 		{"authorized-keys", "print a user's proven SSH keys from a Kith server (sshd's AuthorizedKeysCommand)", runAuthorizedKeys},
+		{"known-hosts", "print a host's proven SSH host keys from a Kith server (ssh's KnownHostsCommand)", runKnownHosts},
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"log-key", "print the transparency log's verifier key", runLogKey},
 		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},

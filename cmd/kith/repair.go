@@ -38,7 +38,7 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 
 	// A changed key refreshes the identity links it implies, as in serve:
 	// through the store's key-change hook.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), log); err != nil {
+	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
 	r := &repairer{store: st.Store, policy: policy, log: log, dryRun: *dryRun,

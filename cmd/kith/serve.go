@@ -74,7 +74,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
-	svc, err := newIdentityService(st.Store, cfg.serverName(), log)
+	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log)
 	if err != nil {
 		return err
 	}
@@ -160,8 +160,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // hooks it to the store's key changes, so that every key write (HKP, the
 // pages, recon, `kith load`, `kith repair`) refreshes the links the key
 // carries before it returns.
-func newIdentityService(st *postgres.Store, server string, log *slog.Logger) (*identity.Service, error) {
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st})
+func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy, log *slog.Logger) (*identity.Service, error) {
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st, Hosts: hosts})
 	if err != nil {
 		return nil, err
 	}

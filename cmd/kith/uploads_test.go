@@ -146,7 +146,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			peer := newReconNode(t, ctx, []*pgp.Key{updated, strangerKey})
 			local := newReconNode(t, ctx, []*pgp.Key{old})
-			svc, err := newIdentityService(local.store, "Kith test", slog.New(slog.DiscardHandler))
+			svc, err := newIdentityService(local.store, "Kith test", identity.HostPolicy{}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,8 @@
 //	GET  /users/{handle}.keys                      proven SSH keys, authorized_keys text
 //	GET  /users/{handle}.gpg                       proven OpenPGP keys, armored
 //	GET  /users/{handle}.json                      the identity, its factors and evidence
+//	GET  /hosts/{name}.known_hosts                 a host identity's proven host keys, known_hosts lines
+//	GET  /hosts/{name}.json                        the host identity (host:NAME), its keys and evidence
 //
 // It owns the HTTP and JSON shapes of these, the per-node cache of lookups
 // (dropped on every evidence append any node commits), the Verifier that

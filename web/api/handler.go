@@ -136,6 +136,7 @@ func (h *Handler) Register(mux Mux) {
 	mux.Handle("GET /api/v1/log", h.wrap(h.getLog))
 	mux.Handle("GET /api/v1/ssh/{fingerprint...}", h.wrap(h.getSSH))
 	mux.Handle("GET /users/{file}", h.wrap(h.getUser))
+	mux.Handle("GET /hosts/{file}", h.wrap(h.getHost))
 }
 
 // ServeHTTP serves the API's routes.
@@ -190,7 +191,7 @@ func statusOf(c identity.Code) int {
 		return http.StatusConflict
 	case identity.CodeExpired:
 		return http.StatusGone
-	case identity.CodeNotProven, identity.CodeNotAuthorized:
+	case identity.CodeNotProven, identity.CodeNotAuthorized, identity.CodeHostNotAllowed:
 		return http.StatusForbidden
 	case identity.CodeBadSignature, identity.CodeWrongNamespace, identity.CodeWrongKey, identity.CodeUnknownKey,
 		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeReservedHandle:

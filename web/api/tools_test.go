@@ -105,7 +105,7 @@ func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now})
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now, Hosts: testHosts(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +116,17 @@ func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.
 		t.Fatal(err)
 	}
 	return h
+}
+
+// testHosts is the host policy of the tests' servers: the names below
+// example.test may be claimed as host identities.
+func testHosts(t testing.TB) identity.HostPolicy {
+	t.Helper()
+	p, err := identity.ParseHostPolicy([]string{"*.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // waitListening waits until h's evidence watcher is listening, so that

@@ -63,6 +63,11 @@ func (h *Handler) identityDoc(r *http.Request, handle string) (IdentityDoc, erro
 	if err != nil {
 		return IdentityDoc{}, err
 	}
+	return newIdentityDoc(id, a, recs), nil
+}
+
+// newIdentityDoc is the document of an identity and its records.
+func newIdentityDoc(id identity.Identity, a *identity.Assessment, recs []identity.Evidence) IdentityDoc {
 	bySeq := map[int64]*identity.Evidence{}
 	for i := range recs {
 		bySeq[recs[i].Seq] = &recs[i]
@@ -100,7 +105,7 @@ func (h *Handler) identityDoc(r *http.Request, handle string) (IdentityDoc, erro
 		}
 		doc.Factors = append(doc.Factors, fd)
 	}
-	return doc, nil
+	return doc
 }
 
 // sshLine renders an SSH factor as an authorized_keys line with comment.
@@ -142,17 +147,25 @@ func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
 		return identity.Refuse(identity.CodeUnknownIdentity, "no identity has handle %q", handle)
 	}
 	handle = string(parsed) // the cache's key, as writes name it
+	notFound := cached{status: http.StatusNotFound, ctype: "text/plain; charset=utf-8", body: []byte("no such identity\n")}
+	return h.serveCached(w, r, handle, variant, notFound, func() (cached, error) { return h.render(r, handle, ext, all) })
+}
+
+// serveCached serves the answer for handle's variant from this node's
+// cache, or renders and caches it; a render refused with unknown_identity
+// is answered with notFound (cached too, until a write names the handle).
+func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, handle, variant string, notFound cached, render func() (cached, error)) error {
 	now := h.now()
 	c, ok := h.cache.get(handle, variant, now)
 	if !ok {
 		gen := h.cache.generation()
 		var err error
-		c, err = h.render(r, handle, ext, all)
+		c, err = render()
 		if err != nil {
 			if identity.CodeOf(err) != identity.CodeUnknownIdentity {
 				return err
 			}
-			c = cached{status: http.StatusNotFound, ctype: "text/plain; charset=utf-8", body: []byte("no such identity\n")}
+			c = notFound
 		}
 		sum := sha256.Sum256(c.body)
 		c.etag = `"` + hex.EncodeToString(sum[:16]) + `"`
