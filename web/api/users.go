@@ -25,6 +25,8 @@ type IdentityDoc struct {
 	Handle  string      `json:"handle"`
 	Created time.Time   `json:"created"`
 	Factors []FactorDoc `json:"factors"`
+	// Certificates are the SSH certificates ever issued for the identity.
+	Certificates []CertificateDoc `json:"certificates,omitempty"`
 }
 
 // FactorDoc is one factor of an identity and how it is linked.
@@ -100,6 +102,7 @@ func (h *Handler) identityDoc(r *http.Request, handle string) (IdentityDoc, erro
 		}
 		doc.Factors = append(doc.Factors, fd)
 	}
+	doc.Certificates = certificateDocs(a, recs, h.now())
 	return doc, nil
 }
 
