@@ -161,3 +161,22 @@ func CertificateValidity(c *ssh.Certificate) (after, before time.Time) {
 func SameKey(a, b ssh.PublicKey) bool {
 	return a != nil && b != nil && bytes.Equal(a.Marshal(), b.Marshal())
 }
+
+// ParseCAKey reads a CA key file: the 32-byte seed, or an unencrypted
+// Ed25519 private key as ssh-keygen writes it (OpenSSH format).
+func ParseCAKey(data []byte) (*CA, error) {
+	if len(data) == CASeedSize {
+		return NewCA(data)
+	}
+	k, err := ssh.ParseRawPrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: CA key: neither %d random bytes nor an unencrypted OpenSSH private key: %w", CASeedSize, err)
+	}
+	switch pk := k.(type) {
+	case *ed25519.PrivateKey:
+		return NewCA(pk.Seed())
+	case ed25519.PrivateKey:
+		return NewCA(pk.Seed())
+	}
+	return nil, fmt.Errorf("ssh: CA key: a %T, not an Ed25519 key", k)
+}

@@ -355,3 +355,44 @@ func mustBlob(t *testing.T, line string) []byte {
 	}
 	return b
 }
+
+// TestStrangersBindingOfAnSSHKeyGetsNoCertificate: Mallory binds Alice's
+// public SSH key into an OpenPGP key of her own as an authentication
+// subkey and claims "mallory" with it, so that the SSH key is claimed for
+// mallory. Even with a valid signature by the SSH key over a certificate
+// statement for mallory (say Alice was tricked into signing one), the
+// server issues no certificate; Alice, once she proves the key for
+// herself, gets one.
+func TestStrangersBindingOfAnSSHKeyGetsNoCertificate(t *testing.T) {
+	k := newKith(t)
+	g := newGnuPG(t)
+	alice := newSSHKey(t, t.TempDir(), "rsa")
+	malloryFpr := g.NewKey("Mallory <mallory@example.org>", "sign")
+	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
+	k.upload(key)
+	stmt := k.challenge("mallory", malloryFpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
+		t.Fatalf("mallory's claim: %d %s", st, code)
+	}
+	var doc api.IdentityDoc
+	k.call("GET", "/users/mallory.json", nil, &doc)
+	claimed := false
+	for _, f := range doc.Factors {
+		claimed = claimed || f.Kind == "ssh" && f.Assurance == "claimed"
+	}
+	if !claimed {
+		t.Fatalf("alice's key is not claimed for mallory: the test proves nothing: %+v", doc.Factors)
+	}
+	n := k.logLen()
+	if st, code, _ := k.certify("mallory", alice, api.CertificateRequest{}); st != http.StatusForbidden || code != "not_proven" {
+		t.Fatalf("mallory's certificate for alice's key: %d %s", st, code)
+	}
+	if m := k.logLen(); m != n {
+		t.Errorf("the refusal grew the log from %d to %d", n, m)
+	}
+	k.claimSSH("alice", alice)
+	if st, code, _ := k.certify("alice", alice, api.CertificateRequest{}); st != http.StatusCreated {
+		t.Errorf("alice's certificate for her key: %d %s", st, code)
+	}
+	k.verifyCertLog()
+}
