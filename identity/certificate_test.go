@@ -171,6 +171,9 @@ func TestCertificateRefusals(t *testing.T) {
 	count = len(e.log())
 	_, err := e.svc.IssueCertificate(e.ctx, req)
 	wantCode(t, err, identity.CodeNonceUsed)
+	if n := len(e.log()); n != count {
+		t.Errorf("the replay grew the log from %d to %d records", count, n)
+	}
 
 	// Over the rate: two an hour; the third waits for the hour to pass.
 	if _, err := e.certify("alice", k1, k1, 0); err != nil {

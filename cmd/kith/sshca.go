@@ -105,7 +105,7 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	}
 	var resp api.CertificateResponse
 	if err := c.call(ctx, "get a certificate for "+s.id, http.MethodPost, "/api/v1/ssh/certificates", handle, req, &resp); err != nil {
-		return err
+		return certHint(err, handle, *keyFile)
 	}
 	// Check what came back before writing it: a certificate for this
 	// key, signed by the CA this client expects.
@@ -140,6 +140,28 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 		before.Local().Format(time.RFC3339), cert.Serial)
 	fmt.Fprintf(env.stdout, "  published in the log: %s%s\n", c.server, resp.Log)
 	return nil
+}
+
+// certHint gives a refusal of a certificate request the hint that fits
+// it.
+func certHint(err error, handle, keyFile string) error {
+	var r *refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	switch identity.Code(r.code) {
+	case identity.CodeNotProven:
+		r.hint = fmt.Sprintf("only a key proven for %s gets a certificate: prove it with 'kith id add %s --ssh-key %s' ('kith id show %s' lists what is proven)", handle, handle, keyFile, handle)
+	case identity.CodePrincipalNotAllowed:
+		r.hint = "ask for the identity's own principals only, or leave --principals out"
+	case identity.CodeBadValidity:
+		r.hint = "ask for a shorter --validity, or leave it out for the server's default"
+	case identity.CodeCADisabled:
+		r.hint = "this server is not an SSH certificate authority (ssh_ca.enabled is off)"
+	case identity.CodeRateLimited:
+		r.hint = "use the certificate you got last, or wait an hour"
+	}
+	return r
 }
 
 // caAmong reports whether key is one of the CA keys.

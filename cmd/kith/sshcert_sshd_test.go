@@ -379,3 +379,53 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestSSHCertRefusalsNameCodeAndHint: kith ssh-cert prints the server's
+// code and what to do, and writes no certificate file, for a claimed key,
+// an unknown handle, a too long validity, a server without a CA, and a
+// certificate by another CA than the one expected.
+func TestSSHCertRefusalsNameCodeAndHint(t *testing.T) {
+	requireTool(t, "ssh-keygen")
+	a := newCAServer(t, defaultConfig())
+	keys := t.TempDir()
+	proven, claimed := newSSHKeyPair(t, keys, "proven"), newSSHKeyPair(t, keys, "claimed")
+	a.claim("alice", proven)
+	a.add("alice", claimed, proven, true)
+	other := filepath.Join(keys, "other_ca.pub")
+	os.WriteFile(other, []byte(claimed.pub+"\n"), 0o644)
+	plain := newAPIServer(t)
+	for _, tt := range []struct {
+		name   string
+		server string
+		args   []string
+		key    sshKeyPair
+		want   []string
+	}{
+		{"claimed key", a.srv.URL, []string{"alice"}, claimed, []string{"not_proven", "kith id add alice"}},
+		{"unknown handle", a.srv.URL, []string{"nobody"}, proven, []string{"unknown_identity"}},
+		{"too long", a.srv.URL, []string{"alice", "--validity", "48h"}, proven, []string{"bad_validity", "shorter --validity"}},
+		{"no CA", plain.srv.URL, []string{"alice"}, proven, []string{"ca_disabled"}},
+		{"another CA expected", a.srv.URL, []string{"alice", "--ca-key", other}, proven, []string{"not by the CA expected"}},
+	} {
+		out, errOut, err := kithCmd(append([]string{"ssh-cert", "--server", tt.server, "--ssh-key", tt.key.path}, tt.args...)...)
+		if err == nil {
+			t.Errorf("%s: no error: %s", tt.name, out)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error()+errOut, w) {
+				t.Errorf("%s: %v %s lacks %q", tt.name, err, errOut, w)
+			}
+		}
+		if _, err := os.Stat(tt.key.path + "-cert.pub"); err == nil {
+			t.Errorf("%s: a certificate file was written", tt.name)
+		}
+	}
+	out, _, err := kithCmd("ssh-cert", "alice", "--server", a.srv.URL, "--ssh-key", proven.path+".pub", "--validity", "1h")
+	if err != nil || !strings.Contains(out, proven.path+"-cert.pub") {
+		t.Fatalf("kith ssh-cert with the .pub file: %v %s", err, out)
+	}
+	if _, _, err := kithCmd("ssh-ca-key", "--server", plain.srv.URL); err == nil {
+		t.Error("kith ssh-ca-key of a server without a CA succeeded")
+	}
+}
