@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/ssh"
 )
 
 // TestSSHCASettingsRefusedWhenBad: each bad [ssh_ca] setting stops the
@@ -132,4 +135,57 @@ func TestSSHCAKeyIsSharedByNodesOrFromFile(t *testing.T) {
 	if ca, _, err := certificateAuthority(ctx, cfg, one); ca != nil || err != nil {
 		t.Errorf("disabled: %v, %v", ca, err)
 	}
+}
+
+// TestServeSSHCAOneKeyForEveryNode: two kith serve nodes of one database
+// with ssh_ca.enabled serve the same CA key, which kith ssh-ca-key
+// prints, and an empty revocation list naming it; a node without the
+// setting issues nothing.
+func TestServeSSHCAOneKeyForEveryNode(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	one := startServe(t, tempDir(t), nil, "--database-url", url, "--ssh-ca-enabled")
+	two := startServe(t, tempDir(t), nil, "--database-url", url, "--ssh-ca-enabled")
+	off := startServe(t, tempDir(t), nil, "--database-url", url)
+	for _, s := range []*server{one, two, off} {
+		s.waitHealth(t, http.StatusOK, 60*time.Second)
+	}
+	get := func(s *server, path string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get("http://" + s.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	st1, key1 := get(one, "/ssh/ca.pub")
+	st2, key2 := get(two, "/ssh/ca.pub")
+	if st1 != 200 || st2 != 200 || keyFields(string(key1)) != keyFields(string(key2)) {
+		t.Fatalf("the nodes serve CA keys %d %q and %d %q", st1, key1, st2, key2)
+	}
+	printed, _, err := kithCmd("ssh-ca-key", "--server", "http://"+two.addr)
+	if err != nil || keyFields(printed) != keyFields(string(key1)) {
+		t.Errorf("kith ssh-ca-key printed %q (%v), the node serves %q", printed, err, key1)
+	}
+	st, body := get(one, "/ssh/krl")
+	krl, err := ssh.ParseKRL(body)
+	if st != 200 || err != nil || !krl.NamesCA(mustBlob(t, string(key1))) {
+		t.Errorf("GET /ssh/krl: %d %v", st, err)
+	}
+	if st, _ := get(off, "/ssh/ca.pub"); st != http.StatusNotFound {
+		t.Errorf("the node without ssh_ca.enabled: /ssh/ca.pub %d", st)
+	}
+	for _, s := range []*server{one, two, off} {
+		s.stop(t)
+	}
+}
+
+// keyFields is a key line without its comment.
+func keyFields(line string) string {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return line
+	}
+	return f[0] + " " + f[1]
 }
