@@ -274,3 +274,33 @@ func TestRevokingTheLinkRevokesItsCertificates(t *testing.T) {
 		t.Errorf("an hour later: %v, want only the unexpired [%d]", r, two.Record.Seq)
 	}
 }
+
+// TestDeletingTheIdentityRevokesItsCertificates: an identity made by an
+// OpenID login, with an SSH key it consented to in its session, is
+// deleted by its holder: the key's certificate is revoked.
+func TestDeletingTheIdentityRevokesItsCertificates(t *testing.T) {
+	e := newCAEnv(t, identity.CertificatePolicy{})
+	l := e.login("carol")
+	if _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); err != nil {
+		t.Fatal(err)
+	}
+	c := e.issue(identity.PurposeAdd, "carol", k1)
+	if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := e.certify("carol", k1, k1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.revoked(); len(r) != 0 {
+		t.Fatalf("revoked before the deletion: %v", r)
+	}
+	if _, err := e.svc.DeleteWithSession(e.ctx, "carol", l); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.revoked(); !slices.Equal(r, []int64{cert.Record.Seq}) {
+		t.Errorf("after the deletion: %v, want [%d]", r, cert.Record.Seq)
+	}
+	_, err = e.certify("carol", k1, k1, 0)
+	wantCode(t, err, identity.CodeNotProven)
+}
