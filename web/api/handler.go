@@ -61,6 +61,7 @@ type Handler struct {
 	limit    *limiter // nil: no limit
 	mux      *http.ServeMux
 	maxAgeHV string
+	krl      krlCache
 }
 
 // defaultChallengesPerMinute is the default challenge rate per client.

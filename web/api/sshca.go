@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
@@ -142,27 +143,65 @@ func (h *Handler) getCAKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// krlCache keeps the last revocation list this node made, for as long as
+// no evidence append (on any node: the lookup cache's generation) and no
+// more than the lookup TTL has passed. Its lock also makes concurrent
+// requests wait for one computation instead of each making their own.
+type krlCache struct {
+	mu      sync.Mutex
+	gen     uint64
+	body    []byte
+	expires time.Time
+}
+
 // getKRL serves the revocation list: for the CA (and any CA that signed
 // a certificate still within its validity), the serials of the revoked
-// certificates that have not expired. It is computed afresh for every
-// request, from the log; its version is its generation time.
+// certificates that have not expired. Its version is its generation
+// time. A list is reused until an evidence append anywhere, or the
+// lookup TTL (a link whose evidence expires revokes without an append).
 func (h *Handler) getKRL(w http.ResponseWriter, r *http.Request) error {
 	ca := h.svc.CAPublicKey()
 	if ca == nil {
 		return identity.Refuse(identity.CodeCADisabled, "this server issues no SSH certificates")
 	}
-	recs, err := h.svc.RevokedCertificates(r.Context())
+	h.krl.mu.Lock()
+	defer h.krl.mu.Unlock()
+	now := h.now()
+	gen := h.cache.generation()
+	if h.cache.enabled() && h.krl.body != nil && h.krl.gen == gen && now.Before(h.krl.expires) {
+		writeKRL(w, h.krl.body)
+		return nil
+	}
+	body, err := h.makeKRL(r, ca, now)
 	if err != nil {
 		return err
 	}
-	now := h.now()
+	h.krl.body, h.krl.gen, h.krl.expires = body, gen, now.Add(h.ttl)
+	writeKRL(w, body)
+	return nil
+}
+
+func writeKRL(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="revoked.krl"`)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// makeKRL computes the revocation list from the log.
+func (h *Handler) makeKRL(r *http.Request, ca []byte, now time.Time) ([]byte, error) {
+	recs, err := h.svc.RevokedCertificates(r.Context())
+	if err != nil {
+		return nil, err
+	}
 	krl := &ssh.KRL{Version: uint64(now.Unix()), Generated: now,
 		Comment:      "certificates revoked by " + h.svc.Server(),
 		Certificates: []ssh.RevokedCertificates{{CA: ca}}}
 	for _, e := range recs {
 		cert, err := ssh.ParseUserCertificate(e.SignerKey)
 		if err != nil {
-			return fmt.Errorf("api: KRL: record %d: %w", e.Seq, err)
+			return nil, fmt.Errorf("api: KRL: record %d: %w", e.Seq, err)
 		}
 		signer := cert.SignatureKey.Marshal()
 		i := 0
@@ -174,13 +213,7 @@ func (h *Handler) getKRL(w http.ResponseWriter, r *http.Request) error {
 		}
 		krl.Certificates[i].Serials = append(krl.Certificates[i].Serials, cert.Serial)
 	}
-	body := krl.Marshal()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", `attachment; filename="revoked.krl"`)
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
-	return nil
+	return krl.Marshal(), nil
 }
 
 // certificateDocs lists the certificates issued for the identity whose

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
@@ -395,4 +397,46 @@ func TestStrangersBindingOfAnSSHKeyGetsNoCertificate(t *testing.T) {
 		t.Errorf("alice's certificate for her key: %d %s", st, code)
 	}
 	k.verifyCertLog()
+}
+
+// TestKRLOfAnotherNodeFollowsARevocation: a node that made its list
+// before another node recorded a revocation serves the revocation once
+// the append's notification reaches it, not a stale list.
+func TestKRLOfAnotherNodeFollowsARevocation(t *testing.T) {
+	need(t, "ssh-keygen")
+	k := newKith(t)
+	st2, err := postgres.Open(t.Context(), k.dbURL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st2.Close)
+	h2 := newHandler(t.Context(), t, st2, api.Options{Watcher: st2})
+	waitListening(t, h2)
+	srv2 := httptest.NewServer(h2)
+	t.Cleanup(srv2.Close)
+	dir := t.TempDir()
+	a, b := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519")
+	k.claimSSH("nora", a)
+	k.addSSH("nora", b, a, false)
+	st, code, cb := k.certify("nora", b, api.CertificateRequest{})
+	if st != 201 {
+		t.Fatalf("certificate: %d %s", st, code)
+	}
+	caBlob := testCA(t).PublicKey().Marshal()
+	krl2 := func() *ssh.KRL {
+		t.Helper()
+		st, body := getFrom(t, srv2.URL+"/ssh/krl")
+		krl, err := ssh.ParseKRL([]byte(body))
+		if st != 200 || err != nil {
+			t.Fatalf("node 2's KRL: %d %v", st, err)
+		}
+		return krl
+	}
+	if krl2().Revoked(caBlob, cb.Serial, "") {
+		t.Fatal("revoked before the revocation")
+	}
+	k.revokeSSH("nora", b, a)
+	eventually(t, 10*time.Second, "node 2's KRL listing the revoked certificate", func() bool {
+		return krl2().Revoked(caBlob, cb.Serial, "")
+	})
 }
