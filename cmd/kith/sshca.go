@@ -47,7 +47,7 @@ func newServerClient(env *environment, server string, timeout time.Duration) (*i
 }
 
 // newToolFlags returns a flag set whose usage text is synopsis and
-// summary.
+// summary, written to stderr.
 func newToolFlags(env *environment, name, synopsis, summary string) *flag.FlagSet {
 	fs := flag.NewFlagSet("kith "+name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -56,6 +56,25 @@ func newToolFlags(env *environment, name, synopsis, summary string) *flag.FlagSe
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseTool parses a client command's flags (before, between and after
+// its arguments): help asked for goes to stdout, a bad flag to stderr
+// with a hint.
+func parseTool(fs *flag.FlagSet, env *environment, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(env.stdout)
+		fs.Usage()
+		return nil, err
+	case err != nil:
+		fmt.Fprintf(env.stderr, "%s: %v\nRun '%s --help' for its flags.\n", fs.Name(), err, fs.Name())
+		return nil, errQuietUsage
+	}
+	fs.SetOutput(env.stderr)
+	return pos, nil
 }
 
 func runSSHCert(ctx context.Context, env *environment, args []string) error {
@@ -67,7 +86,7 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	validity := fs.Duration("validity", 0, "how long the certificate is to be valid (a `duration`; default: the server's, 16h unless configured)")
 	principals := fs.String("principals", "", "comma-separated `principals` to certify, a subset of the identity's (default: all)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key to expect (as kith ssh-ca-key prints it); default: the server's")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseTool(fs, env, args)
 	if err != nil {
 		return err
 	}
@@ -237,11 +256,12 @@ func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
 	fs := newToolFlags(env, "ssh-ca-key", "ssh-ca-key [--server URL]",
 		"Prints the server's SSH user CA key: the line for the file sshd's TrustedUserCAKeys names.")
 	server := serverFlag(fs, env)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseTool(fs, env, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: ssh-ca-key takes no arguments, got %q", errUsage, fs.Args())
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: ssh-ca-key takes no arguments, got %q", errUsage, pos)
 	}
 	c, err := newServerClient(env, *server, 30*time.Second)
 	if err != nil {
@@ -267,10 +287,11 @@ func runKRL(ctx context.Context, env *environment, args []string) error {
 	out := fs.String("out", "", "the KRL `file` to write (sshd_config's RevokedKeys)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key the list must name (e.g. the TrustedUserCAKeys file); default: the server's")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each fetch may take")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseTool(fs, env, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || *out == "" {
+	if len(pos) > 0 || *out == "" {
 		fs.Usage()
 		return fmt.Errorf("%w: kith krl takes --server URL and --out FILE", errUsage)
 	}
