@@ -91,7 +91,7 @@ const (
 
 // Valid reports whether p is one of the purposes.
 func (p Purpose) Valid() bool {
-	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke || p == PurposeLogin
+	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke || p == PurposeLogin || p == PurposeCertificate
 }
 
 // Evidence is one record of the evidence log. A record links From to To

@@ -144,6 +144,9 @@ func (s *Service) checkHost(purpose Purpose, h Handle, f Factor) error {
 	if purpose == PurposeLogin {
 		return Refuse(CodeUnsupported, "a host identity does not log in")
 	}
+	if purpose == PurposeCertificate {
+		return Refuse(CodeUnsupported, "a host identity gets no SSH user certificate")
+	}
 	if f.Kind != KindSSH {
 		return Refuse(CodeUnsupported, "a host identity holds only SSH host keys, not a %s factor", f.Kind)
 	}

@@ -37,6 +37,10 @@ type ServiceOptions struct {
 	// Hosts are the host names that may be claimed as host identities
 	// (host:NAME); the zero policy allows none.
 	Hosts HostPolicy
+	// CA, if set, issues SSH user certificates for proven SSH keys
+	// (IssueCertificate), under Certificates.
+	CA           CertificateAuthority
+	Certificates CertificatePolicy
 }
 
 // Service runs the identity operations over a Store and a Verifier. It is
@@ -49,6 +53,8 @@ type Service struct {
 	rand     io.Reader
 	blocks   Blocklist
 	hosts    HostPolicy
+	ca       CertificateAuthority
+	certs    CertificatePolicy
 
 	mu   sync.Mutex
 	subs []func(ctx context.Context, handles []Handle)
@@ -59,7 +65,8 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 	if opts.Server == "" {
 		return nil, errors.New("identity: new service: no server name")
 	}
-	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist, hosts: opts.Hosts}
+	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist, hosts: opts.Hosts,
+		ca: opts.CA, certs: opts.Certificates.withDefaults()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -200,7 +207,10 @@ type Proof struct {
 // valid handle; add and revoke need an existing identity.
 func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle string, f Factor) (*Challenge, error) {
 	if !purpose.Valid() {
-		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke or login", clip(string(purpose)))
+		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke, login or certificate", clip(string(purpose)))
+	}
+	if purpose == PurposeCertificate && s.ca == nil {
+		return nil, Refuse(CodeCADisabled, "this server issues no SSH certificates")
 	}
 	h, err := checkHandle(handle)
 	if err != nil {
@@ -214,6 +224,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	}
 	if err := s.checkHost(purpose, h, f); err != nil {
 		return nil, err
+	}
+	if purpose == PurposeCertificate && f.Kind != KindSSH {
+		return nil, Refuse(CodeUnsupported, "only an SSH key gets an SSH certificate, not %s", f)
 	}
 	_, _, err = s.store.IdentityRecords(ctx, h)
 	switch {

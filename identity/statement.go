@@ -100,6 +100,8 @@ func (c *Challenge) render() []byte {
 			"and revocations, and never to store anything else of it again.\n")
 	case PurposeLogin:
 		b.WriteString("I log in to this server as this handle with this key.\n")
+	case PurposeCertificate:
+		b.WriteString("I ask this server for an SSH certificate for this key, as this handle.\n")
 	}
 	return []byte(b.String())
 }

@@ -48,6 +48,12 @@ type Tx interface {
 	// KeySetRecorded reports whether the log holds an oidc.jwks record
 	// of the provider with issuer for exactly the JWK jwk.
 	KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error)
+	// KeyRecorded reports whether the log holds a record with method m
+	// whose SignerKey is exactly key (an ssh.ca-key record of a CA key).
+	KeyRecorded(ctx context.Context, m Method, key []byte) (bool, error)
+	// NextSeq returns the Seq the next Append in this transaction gives
+	// its record.
+	NextSeq(ctx context.Context) (int64, error)
 	// Append seals e after the log's last record (Evidence.Seal) and
 	// stores it. Every node's caches learn of it when the transaction
 	// commits.
@@ -80,6 +86,9 @@ type Store interface {
 	// DeleteEmailToken forgets the link with the token hash (its mail
 	// could not be sent).
 	DeleteEmailToken(ctx context.Context, hash []byte) error
+	// LiveCertificates returns the ssh.certificate records, with every
+	// byte, whose Expires is after now, in log order.
+	LiveCertificates(ctx context.Context, now time.Time) ([]Evidence, error)
 	// PendingEmails returns which of emails have a verify link for the
 	// key that is neither used nor expired at now.
 	PendingEmails(ctx context.Context, key Factor, emails []string, now time.Time) ([]string, error)

@@ -13,13 +13,17 @@
 //     person proves possession of an SSH key ([VerifySSHSIG], [VerifySSHSIGBy],
 //     [ParseSSHSIG]);
 //   - turning an OpenPGP authentication (sub)key into the SSH key gpg derives from it
-//     ([FromOpenPGP], [OpenPGPComment]).
+//     ([FromOpenPGP], [OpenPGPComment]);
+//   - the certificate authority's primitives: an Ed25519 CA key from a seed, signing
+//     OpenSSH user certificates and checking them ([CA], [ParseUserCertificate]), and
+//     OpenSSH key revocation lists, written and read ([KRL], [ParseKRL]).
 //
 // It does not own: which keys belong to whom, what counts as proven, or the challenge
 // text (package identity); reading OpenPGP keys or checking that a subkey is a validly
 // bound authentication subkey (package pgp, which hands over a verified
 // packet.PublicKey); serving HTTP or running as sshd's AuthorizedKeysCommand (web and
-// cmd/kith). It never talks to an SSH server or agent and holds no private keys.
+// cmd/kith). It never talks to an SSH server or agent; the only private key it holds is a CA's,
+// handed to it as a seed.
 //
 // Key types. Every type OpenSSH 9 reads is recognised: ssh-rsa, ssh-dss,
 // ecdsa-sha2-nistp256/384/521, ssh-ed25519, sk-ecdsa-sha2-nistp256@openssh.com,

@@ -81,6 +81,10 @@ func methodWords(m identity.Method) string {
 		return "certified by another key"
 	case identity.MethodRevocation:
 		return "revoked"
+	case identity.MethodSSHCertificate:
+		return "an SSH certificate was issued for the key"
+	case identity.MethodSSHCAKey:
+		return "the server's SSH certificate authority key"
 	}
 	return string(m)
 }

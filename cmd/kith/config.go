@@ -62,6 +62,8 @@ type Config struct {
 	// Hosts is the [hosts] section: the host names whose SSH host keys
 	// may be published (host:NAME identities).
 	Hosts HostsConfig `toml:"hosts"`
+	// SSHCA is the [ssh_ca] section: the SSH user certificate authority.
+	SSHCA SSHCAConfig `toml:"ssh_ca"`
 }
 
 // HostsConfig is the [hosts] section.
@@ -76,6 +78,32 @@ type HostsConfig struct {
 func (c Config) hostPolicy() identity.HostPolicy {
 	p, _ := identity.ParseHostPolicy(c.Hosts.Names)
 	return p
+}
+
+// SSHCAConfig is the [ssh_ca] section.
+type SSHCAConfig struct {
+	// Enabled has the server issue SSH user certificates for proven SSH
+	// keys (default false).
+	Enabled bool `toml:"enabled"`
+	// KeyFile holds the CA's Ed25519 key: 32 random bytes (the seed) or
+	// an unencrypted OpenSSH private key. Empty means a key kept in the
+	// database, created on first start and shared by every node.
+	KeyFile string `toml:"key_file"`
+	// Validity is how long a certificate is valid unless the request
+	// asks for less; MaxValidity the longest a request may ask for.
+	Validity    Duration `toml:"validity"`
+	MaxValidity Duration `toml:"max_validity"`
+	// CertificatesPerHour caps how many certificates one identity gets
+	// in an hour; negative means no cap.
+	CertificatesPerHour int `toml:"certificates_per_hour"`
+	// PrincipalsFile lists extra principals per identity: lines of
+	// "handle principal...", # comments.
+	PrincipalsFile string `toml:"principals_file"`
+	// CriticalOptions ("force-command=CMD", "source-address=CIDR,...",
+	// "verify-required") and Extensions ("permit-pty", ...) go into every
+	// certificate.
+	CriticalOptions StringList `toml:"critical_options"`
+	Extensions      StringList `toml:"extensions"`
 }
 
 // TransparencyLogConfig is the [log] section.
@@ -189,6 +217,13 @@ func defaultConfig() Config {
 		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true},
 		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(identity.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
+		SSHCA: SSHCAConfig{
+			Validity:            Duration(identity.DefaultCertificateValidity),
+			MaxValidity:         Duration(identity.DefaultMaxCertificateValidity),
+			CertificatesPerHour: identity.DefaultCertificatesPerHour,
+			// What ssh-keygen -s grants unless told otherwise.
+			Extensions: StringList{"permit-X11-forwarding", "permit-agent-forwarding", "permit-port-forwarding", "permit-pty", "permit-user-rc"},
+		},
 	}
 }
 
@@ -257,6 +292,14 @@ func settings() []setting {
 		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*intValue)(&c.HKP.MaxAnswerBytes) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
+		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*boolValue)(&c.SSHCA.Enabled) }},
+		{"ssh_ca.key_file", "`file` with the SSH CA's Ed25519 key (32-byte seed or unencrypted OpenSSH private key); empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.SSHCA.KeyFile) }},
+		{"ssh_ca.validity", "how long (a `duration`) a certificate is valid unless the request asks for less", func(c *Config) flag.Value { return (*durationValue)(&c.SSHCA.Validity) }},
+		{"ssh_ca.max_validity", "the longest validity (a `duration`, at most 168h) a request may ask for", func(c *Config) flag.Value { return (*durationValue)(&c.SSHCA.MaxValidity) }},
+		{"ssh_ca.certificates_per_hour", "certificates one identity may get an hour (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*intValue)(&c.SSHCA.CertificatesPerHour) }},
+		{"ssh_ca.principals_file", "`file` of extra principals per identity: lines of \"handle principal...\"", func(c *Config) flag.Value { return (*stringValue)(&c.SSHCA.PrincipalsFile) }},
+		{"ssh_ca.critical_options", "critical `options` of every certificate (comma-separated: force-command=CMD, source-address=CIDR, verify-required)", func(c *Config) flag.Value { return (*listValue)(&c.SSHCA.CriticalOptions) }},
+		{"ssh_ca.extensions", "`extensions` of every certificate (comma-separated; default those ssh-keygen grants)", func(c *Config) flag.Value { return (*listValue)(&c.SSHCA.Extensions) }},
 		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.Uploads) }},
 	}
 }
@@ -433,6 +476,9 @@ func (c Config) validate() error {
 	}
 	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
 		return fmt.Errorf("setting hkp.uploads: %w", err)
+	}
+	if err := c.SSHCA.validate(); err != nil {
+		return err
 	}
 	for i, p := range c.Recon.Peers {
 		if err := validateListen(p.Address); err != nil {

@@ -21,8 +21,10 @@ type sshdHost struct {
 	log  *syncBuffer
 }
 
-// startSSHD runs sshd with hostKey, accepting the keys in authorizedKeys.
-func startSSHD(t *testing.T, hostKey, authorizedKeys string) *sshdHost {
+// startSSHD runs sshd on a loopback port with hostKey and the config
+// lines (which win over the defaults here, as sshd takes a keyword's first
+// value); it stops with the test.
+func startSSHD(t *testing.T, hostKey string, lines ...string) *sshdHost {
 	t.Helper()
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
@@ -34,11 +36,11 @@ func startSSHD(t *testing.T, hostKey, authorizedKeys string) *sshdHost {
 	work := t.TempDir()
 	port := freePort(t)
 	config := filepath.Join(work, "sshd_config")
-	os.WriteFile(config, []byte(strings.Join([]string{
+	os.WriteFile(config, []byte(strings.Join(append(lines,
 		"ListenAddress 127.0.0.1",
-		"HostKey " + hostKey,
-		"PidFile " + filepath.Join(work, "sshd.pid"),
-		"AuthorizedKeysFile " + authorizedKeys,
+		"HostKey "+hostKey,
+		"PidFile "+filepath.Join(work, "sshd.pid"),
+		"AuthorizedKeysFile none",
 		"PasswordAuthentication no",
 		"KbdInteractiveAuthentication no",
 		"UsePAM no",
@@ -46,7 +48,7 @@ func startSSHD(t *testing.T, hostKey, authorizedKeys string) *sshdHost {
 		"PermitRootLogin prohibit-password",
 		"LogLevel VERBOSE",
 		"",
-	}, "\n")), 0o644)
+	), "\n")), 0o644)
 	h := &sshdHost{port: port, log: &syncBuffer{}}
 	h.cmd = exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
@@ -59,18 +61,16 @@ func startSSHD(t *testing.T, hostKey, authorizedKeys string) *sshdHost {
 			t.Logf("sshd (port %d) log:\n%s", port, h.log.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
-			return h
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen: %v\n%s", err, h.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("sshd did not listen:\n%s", h.log.String())
 	}
+	return h
 }
 
 func (h *sshdHost) stop() {
@@ -171,7 +171,7 @@ func TestKnownHostsCommandWithRealSSH(t *testing.T) {
 		wantRefusedFor(what, h, "Host key verification failed")
 	}
 
-	host := startSSHD(t, hostKey1.path, authorized)
+	host := startSSHD(t, hostKey1.path, "AuthorizedKeysFile "+authorized)
 	// Nothing published yet: ssh knows no key and refuses.
 	wantRefused("before the host key is published", host)
 
@@ -194,7 +194,7 @@ func TestKnownHostsCommandWithRealSSH(t *testing.T) {
 
 	// The host key changes (a reinstalled or impersonated host): refused.
 	host.stop()
-	host2 := startSSHD(t, hostKey2.path, authorized)
+	host2 := startSSHD(t, hostKey2.path, "AuthorizedKeysFile "+authorized)
 	wantRefused("after the host key changed", host2)
 
 	// The operator rotates: the new key, co-signed by the old, then the
@@ -207,7 +207,7 @@ func TestKnownHostsCommandWithRealSSH(t *testing.T) {
 	if ok, out := connect(host2); !ok {
 		t.Fatalf("ssh did not connect with the rotated key published:\n%s", out)
 	}
-	host1again := startSSHD(t, hostKey1.path, authorized)
+	host1again := startSSHD(t, hostKey1.path, "AuthorizedKeysFile "+authorized)
 	wantRefused("with the revoked host key", host1again)
 
 	// The server goes away: kith known-hosts prints nothing and fails, and

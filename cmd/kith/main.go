@@ -9,6 +9,8 @@
 //	kith repair    re-run the key policy over every stored key
 //	kith block     the blocklist: keys, user IDs and certifications not stored
 //	kith id        claim a handle and link keys at a server (the client)
+//	kith ssh-cert  get an SSH certificate for a proven key (the client)
+//	kith krl       fetch and install the SSH certificate revocation list
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -61,6 +63,9 @@ func commands() []command {
 		{"log-key", "print the transparency log's verifier key", runLogKey},
 		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},
 		{"id", "claim a handle and link or revoke keys at a Kith server, signing with ssh-keygen or gpg", runID},
+		{"ssh-cert", "get an SSH user certificate for a key proven for a handle; writes KEY-cert.pub", runSSHCert},
+		{"ssh-ca-key", "print a Kith server's SSH user CA key (for sshd's TrustedUserCAKeys)", runSSHCAKey},
+		{"krl", "fetch, check and install a Kith server's SSH certificate revocation list (sshd's RevokedKeys)", runKRL},
 		{"version", "print Kith's version", runVersion},
 	}
 }

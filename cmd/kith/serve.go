@@ -74,7 +74,11 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
-	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log)
+	ca, certPolicy, err := certificateAuthority(ctx, cfg, st.Store)
+	if err != nil {
+		return err
+	}
+	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), log, ca, certPolicy)
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,14 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // pages, recon, `kith load`, `kith repair`) refreshes the links the key
 // carries before it returns.
 func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy, log *slog.Logger) (*identity.Service, error) {
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st, Hosts: hosts})
+	return newIdentityServiceWithCA(st, server, hosts, log, nil, identity.CertificatePolicy{})
+}
+
+// newIdentityServiceWithCA is newIdentityService whose Service issues SSH
+// certificates with ca (nil: none) under policy.
+func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, log *slog.Logger, ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st, Hosts: hosts,
+		CA: ca, Certificates: policy})
 	if err != nil {
 		return nil, err
 	}

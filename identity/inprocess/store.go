@@ -478,3 +478,41 @@ func (t *tx) factorData(f identity.Factor) []byte {
 	}
 	return bytes.Clone(d)
 }
+
+// LiveCertificates returns the ssh.certificate records whose validity
+// ends after now, with every byte.
+func (s *Store) LiveCertificates(ctx context.Context, now time.Time) ([]identity.Evidence, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []identity.Evidence
+	for i := range s.log {
+		if e := &s.log[i]; e.Method == identity.MethodSSHCertificate && e.Expires.After(now) {
+			out = append(out, full(e))
+		}
+	}
+	return out, nil
+}
+
+// KeyRecorded reports whether a record with method m, committed or
+// staged, holds exactly key as its signer key.
+func (t *tx) KeyRecorded(ctx context.Context, m identity.Method, key []byte) (bool, error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	for _, log := range [][]identity.Evidence{t.s.log, t.appended} {
+		for _, e := range log {
+			if e.Method == m && bytes.Equal(e.SignerKey, key) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// NextSeq returns the Seq the transaction's next Append gives its record.
+func (t *tx) NextSeq(ctx context.Context) (int64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.headSeq + 1, nil
+}

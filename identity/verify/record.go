@@ -64,6 +64,10 @@ func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
 		return keySetRecord
 	case identity.MethodEmailVerified:
 		return emailRecord
+	case identity.MethodSSHCAKey:
+		return caKeyRecord
+	case identity.MethodSSHCertificate:
+		return certificateRecord
 	}
 	return nil
 }
@@ -245,7 +249,11 @@ type LogVerifier struct {
 	// keySets holds the provider keys of oidc.jwks records so far, by
 	// issuer and then JWK.
 	keySets map[string]map[string]bool
-	count   int
+	// caKeys holds the CA keys of ssh.ca-key records so far.
+	caKeys map[string]bool
+	// replay tells whether a key was proven for an identity at a record.
+	replay replay
+	count  int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -271,6 +279,9 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	if err == nil {
 		err = v.checkProviderKey(e)
 	}
+	if err == nil && e.Method == identity.MethodSSHCertificate {
+		err = v.checkCertificate(e)
+	}
 	switch {
 	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
@@ -294,6 +305,13 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		}
 		v.keySets[e.From.Value][string(e.SignerKey)] = true
 	}
+	if e.Method == identity.MethodSSHCAKey && err == nil {
+		if v.caKeys == nil {
+			v.caKeys = map[string]bool{}
+		}
+		v.caKeys[string(e.SignerKey)] = true
+	}
+	v.replay.add(e)
 	v.prevSeq, v.prevHash = e.Seq, bytes.Clone(e.Hash)
 	v.count++
 	return out
@@ -310,6 +328,23 @@ func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
 	issuer, _, _ := strings.Cut(e.From.Value, " ")
 	if !v.keySets[issuer][string(e.SignerKey)] {
 		return fmt.Errorf("its ID token is checked with a key of %s that no earlier oidc.jwks record published", issuer)
+	}
+	return nil
+}
+
+// checkCertificate checks what an ssh.certificate record stands on in
+// the log: its CA key was published by an earlier ssh.ca-key record, and
+// its key was proven for the identity when it was issued.
+func (v *LogVerifier) checkCertificate(e *identity.Evidence) error {
+	ca, err := certificateCA(e)
+	if err != nil {
+		return err
+	}
+	if !v.caKeys[string(ca)] {
+		return fmt.Errorf("its certificate is signed by a CA key that no earlier ssh.ca-key record published")
+	}
+	if !v.replay.proven(e.Handle, e.From, e.Created) {
+		return fmt.Errorf("%s was not proven for %q when the certificate was issued", e.From, e.Handle)
 	}
 	return nil
 }

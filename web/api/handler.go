@@ -61,6 +61,7 @@ type Handler struct {
 	limit    *limiter // nil: no limit
 	mux      *http.ServeMux
 	maxAgeHV string
+	krl      krlCache
 }
 
 // defaultChallengesPerMinute is the default challenge rate per client.
@@ -135,6 +136,9 @@ func (h *Handler) Register(mux Mux) {
 	mux.Handle("POST /api/v1/keys/deletions", h.wrap(h.postKeyDeletion))
 	mux.Handle("GET /api/v1/log", h.wrap(h.getLog))
 	mux.Handle("GET /api/v1/ssh/{fingerprint...}", h.wrap(h.getSSH))
+	mux.Handle("POST /api/v1/ssh/certificates", h.wrap(h.postCertificate))
+	mux.Handle("GET /ssh/ca.pub", h.wrap(h.getCAKey))
+	mux.Handle("GET /ssh/krl", h.wrap(h.getKRL))
 	mux.Handle("GET /users/{file}", h.wrap(h.getUser))
 	mux.Handle("GET /hosts/{file}", h.wrap(h.getHost))
 }
@@ -185,13 +189,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // statusOf maps refusal codes to HTTP statuses.
 func statusOf(c identity.Code) int {
 	switch c {
-	case identity.CodeUnknownIdentity, identity.CodeUnknownNonce, identity.CodeNotLinked:
+	case identity.CodeUnknownIdentity, identity.CodeUnknownNonce, identity.CodeNotLinked, identity.CodeCADisabled:
 		return http.StatusNotFound
+	case identity.CodeRateLimited:
+		return http.StatusTooManyRequests
 	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNonceUsed:
 		return http.StatusConflict
 	case identity.CodeExpired:
 		return http.StatusGone
-	case identity.CodeNotProven, identity.CodeNotAuthorized, identity.CodeHostNotAllowed:
+	case identity.CodeNotProven, identity.CodeNotAuthorized, identity.CodeHostNotAllowed, identity.CodePrincipalNotAllowed:
 		return http.StatusForbidden
 	case identity.CodeBadSignature, identity.CodeWrongNamespace, identity.CodeWrongKey, identity.CodeUnknownKey,
 		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeReservedHandle:

@@ -42,7 +42,7 @@ func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
 		}
 		if ext == "json" {
 			var b bytes.Buffer
-			if err := jsonIndent(&b, newIdentityDoc(id, a, recs)); err != nil {
+			if err := jsonIndent(&b, newIdentityDoc(id, a, recs, h.now())); err != nil {
 				return cached{}, err
 			}
 			return cached{status: http.StatusOK, ctype: "application/json", body: b.Bytes()}, nil

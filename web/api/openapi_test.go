@@ -196,7 +196,17 @@ func TestOpenAPIDescribesRealExchanges(t *testing.T) {
 	if st, out := refused("POST", "/api/v1/identities/nora/factors", map[string]string{"statement": c.Statement, "sig": "x"}); st != http.StatusBadRequest || !strings.Contains(string(out), `unknown field \"sig\"`) {
 		t.Errorf("unknown field: %d %s", st, out)
 	}
-	for _, path := range []string{"/users/nora.json", "/users/nora.keys", "/users/NORA.keys", "/api/v1/log?limit=2", "/api/v1/ssh/" + url.PathEscape(fingerprint(t, a.pub)), "/api/v1/openapi.json"} {
+	st, out = exchange("POST", "/api/v1/challenges", api.ChallengeRequest{Handle: "nora", Factor: a.pub, Purpose: "certificate"})
+	if st != http.StatusCreated || json.Unmarshal(out, &c) != nil {
+		t.Fatalf("certificate challenge: %d %s", st, out)
+	}
+	if st, out := exchange("POST", "/api/v1/ssh/certificates", api.CertificateRequest{Statement: c.Statement, Signature: a.sign(t, c.Statement, "kith"), Validity: "2h"}); st != http.StatusCreated {
+		t.Fatalf("certificate: %d %s", st, out)
+	}
+	if st, out := exchange("POST", "/api/v1/ssh/certificates", api.CertificateRequest{Statement: c.Statement, Signature: a.sign(t, c.Statement, "kith")}); st != http.StatusConflict {
+		t.Errorf("replayed certificate request: %d %s", st, out)
+	}
+	for _, path := range []string{"/ssh/ca.pub", "/ssh/krl", "/users/nora.json", "/users/nora.keys", "/users/NORA.keys", "/api/v1/log?limit=2", "/api/v1/ssh/" + url.PathEscape(fingerprint(t, a.pub)), "/api/v1/openapi.json"} {
 		if st, out := exchange("GET", path, nil); st != http.StatusOK {
 			t.Errorf("GET %s: %d %s", path, st, out)
 		}

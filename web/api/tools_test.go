@@ -20,6 +20,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -96,6 +97,20 @@ func newKithWith(t *testing.T, opts api.Options) *kith {
 	return &kith{t: t, url: srv.URL, h: h, store: st, dbURL: dbURL, clock: c}
 }
 
+// testCASeed is the seed of every test node's SSH user CA: like the
+// database's shared secret, one CA for all nodes.
+var testCASeed = bytes.Repeat([]byte{0x15}, ssh.CASeedSize)
+
+// testCA returns the test nodes' CA.
+func testCA(t testing.TB) *ssh.CA {
+	t.Helper()
+	ca, err := ssh.NewCA(testCASeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
 // newHandler builds a node as kith serve does: one identity service over
 // st, hooked to its key changes, and the API over it with opts (Service
 // and Keys are filled in; it caches while opts.Watcher reports other
@@ -105,7 +120,8 @@ func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now, Hosts: testHosts(t)})
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now, Hosts: testHosts(t),
+		CA: verify.CertificateAuthority{CA: testCA(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

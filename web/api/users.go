@@ -25,6 +25,8 @@ type IdentityDoc struct {
 	Handle  string      `json:"handle"`
 	Created time.Time   `json:"created"`
 	Factors []FactorDoc `json:"factors"`
+	// Certificates are the SSH certificates ever issued for the identity.
+	Certificates []CertificateDoc `json:"certificates,omitempty"`
 }
 
 // FactorDoc is one factor of an identity and how it is linked.
@@ -63,11 +65,12 @@ func (h *Handler) identityDoc(r *http.Request, handle string) (IdentityDoc, erro
 	if err != nil {
 		return IdentityDoc{}, err
 	}
-	return newIdentityDoc(id, a, recs), nil
+	return newIdentityDoc(id, a, recs, h.now()), nil
 }
 
-// newIdentityDoc is the document of an identity and its records.
-func newIdentityDoc(id identity.Identity, a *identity.Assessment, recs []identity.Evidence) IdentityDoc {
+// newIdentityDoc is the document of an identity and its records, with
+// its certificates' states at now.
+func newIdentityDoc(id identity.Identity, a *identity.Assessment, recs []identity.Evidence, now time.Time) IdentityDoc {
 	bySeq := map[int64]*identity.Evidence{}
 	for i := range recs {
 		bySeq[recs[i].Seq] = &recs[i]
@@ -105,6 +108,7 @@ func newIdentityDoc(id identity.Identity, a *identity.Assessment, recs []identit
 		}
 		doc.Factors = append(doc.Factors, fd)
 	}
+	doc.Certificates = certificateDocs(a, recs, now)
 	return doc
 }
 
