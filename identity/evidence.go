@@ -135,6 +135,12 @@ type Evidence struct {
 	Expires time.Time
 	// Revokes, in a revocation, is the Seq of the record it revokes.
 	Revokes int64
+	// Consent, in a record whose ID token authorises its statement (a
+	// login made to approve it), is the random value the token's nonce
+	// commits with: the nonce is ConsentNonce(Statement, Consent), so the
+	// provider's signature covers the statement. Empty in every other
+	// record.
+	Consent []byte
 	// PrevHash is the Hash of record Seq-1 (ZeroHash for record 1), and
 	// Hash is the SHA-256 of this record's canonical encoding, which
 	// covers PrevHash.
@@ -152,17 +158,28 @@ var zeroHash [HashSize]byte
 func ZeroHash() []byte { return bytes.Clone(zeroHash[:]) }
 
 // encodingMagic starts every canonical encoding; the version changes if the
-// field list ever does.
-const encodingMagic = "kith evidence v1\x00"
+// field list ever does. Version 1 is the encoding of every record without
+// a Consent; version 2 adds it.
+const (
+	encodingMagic   = "kith evidence v1\x00"
+	encodingMagicV2 = "kith evidence v2\x00"
+)
 
 // CanonicalBytes returns the record's canonical encoding, the bytes its
 // Hash is computed over: the magic "kith evidence v1" and a NUL, then every
-// field but Hash in declaration order, integers as 8-byte big-endian
-// (times as Unix microseconds, zero meaning none) and strings and byte
-// strings as a 4-byte big-endian length and the bytes.
+// field but Hash and Consent in declaration order, integers as 8-byte
+// big-endian (times as Unix microseconds, zero meaning none) and strings
+// and byte strings as a 4-byte big-endian length and the bytes. A record
+// with a Consent starts with "kith evidence v2" and a NUL instead and
+// ends with Consent, after PrevHash, as a byte string; so the records made
+// before there was a Consent keep their encoding.
 func (e *Evidence) CanonicalBytes() []byte {
 	var b []byte
-	b = append(b, encodingMagic...)
+	if len(e.Consent) > 0 {
+		b = append(b, encodingMagicV2...)
+	} else {
+		b = append(b, encodingMagic...)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
 	str := func(s []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
@@ -184,6 +201,9 @@ func (e *Evidence) CanonicalBytes() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(micros(e.Expires)))
 	b = binary.BigEndian.AppendUint64(b, uint64(e.Revokes))
 	str(e.PrevHash)
+	if len(e.Consent) > 0 {
+		str(e.Consent)
+	}
 	return b
 }
 

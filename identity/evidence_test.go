@@ -67,3 +67,31 @@ func TestCanonicalBytesAreStable(t *testing.T) {
 		t.Fatalf("canonical bytes changed:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestConsentChangesTheEncoding: a record with a consent salt is encoded
+// as version 2, ending with the salt, which its hash covers; one without
+// keeps version 1's bytes.
+func TestConsentChangesTheEncoding(t *testing.T) {
+	e := &Evidence{Seq: 1, Method: MethodOIDCLogin, Handle: "alice", From: OIDCFactor("https://id.example.org", "a"),
+		Created: time.UnixMicro(1), PrevHash: ZeroHash()}
+	v1 := e.CanonicalBytes()
+	e.Consent = bytes.Repeat([]byte{7}, ConsentSaltSize)
+	v2 := e.CanonicalBytes()
+	if !bytes.HasPrefix(v2, []byte("kith evidence v2\x00")) || !bytes.HasSuffix(v2, append([]byte{0, 0, 0, 32}, e.Consent...)) ||
+		!bytes.Equal(v2[len("kith evidence v2\x00"):len(v2)-36], v1[len("kith evidence v1\x00"):]) {
+		t.Fatalf("version 2 is not version 1's fields and the salt:\n%q\n%q", v1, v2)
+	}
+	h := e.ComputeHash()
+	e.Consent[0] ^= 1
+	if bytes.Equal(h, e.ComputeHash()) {
+		t.Error("the hash does not cover the consent salt")
+	}
+}
+
+func TestConsentNonce(t *testing.T) {
+	salt := bytes.Repeat([]byte{1}, ConsentSaltSize)
+	n := ConsentNonce([]byte("statement"), salt)
+	if len(n) != 43 || n == ConsentNonce([]byte("statement2"), salt) || n == ConsentNonce([]byte("statement"), bytes.Repeat([]byte{2}, ConsentSaltSize)) {
+		t.Errorf("ConsentNonce %q does not bind statement and salt", n)
+	}
+}

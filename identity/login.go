@@ -32,6 +32,10 @@ type Login struct {
 	SigningKey []byte
 	// Email is the email the provider verified, or zero.
 	Email Factor
+	// Nonce, when set, is the nonce the ID token must carry: a consent
+	// login's commitment to its statement (see Consent). The Service sets
+	// it; a frontend leaves it empty.
+	Nonce string
 }
 
 // LoginStatementTitle starts the statement of every login record.
@@ -120,51 +124,87 @@ func hasEmailRecord(recs []Evidence, account, email Factor) bool {
 	return false
 }
 
-// ClaimWithLogin creates the identity with handle h, with the login's
-// account as its first, proven factor (an oidc.login record with purpose
-// claim), and records the login's verified email.
-func (s *Service) ClaimWithLogin(ctx context.Context, handle string, l Login) (Identity, error) {
-	h, err := checkHandle(handle)
+// ClaimWithLogin creates the identity that the claim statement names,
+// with the consent login's account (the statement's factor) as its first,
+// proven factor: an oidc.login record with purpose claim, whose ID token's
+// nonce commits to the statement. It records the login's verified email
+// too. The statement is one IssueChallenge issued for the account, and is
+// consumed.
+func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent Consent) (Identity, error) {
+	c, err := s.statement(statement, PurposeClaim)
 	if err != nil {
 		return Identity{}, err
+	}
+	l, err := consent.check(statement)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !c.Factor.Same(l.Account) {
+		return Identity{}, Refuse(CodeWrongKey, "the statement names %s, the login is by %s", c.Factor, l.Account)
 	}
 	v, err := s.verifyLogin(ctx, l)
 	if err != nil {
 		return Identity{}, err
 	}
+	v.consent = consent.Salt
 	var id Identity
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
 		var err error
-		if id, err = s.create(ctx, tx, h, v.factor, now); CodeOf(err) == CodeFactorLinked {
+		if id, err = s.create(ctx, tx, c.Handle, v.factor, now); CodeOf(err) == CodeFactorLinked {
 			return Refuse(CodeFactorLinked, "this account is already linked to another identity")
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeClaim, h, Factor{}, l, now)); err != nil {
+		if err := tx.Append(ctx, record(v, c, Factor{}, statement, "", now)); err != nil {
 			return err
 		}
 		if !l.Email.IsZero() {
-			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+			return tx.Append(ctx, emailRecord(s.server, c.Handle, l, now))
 		}
 		return nil
 	})
 	return id, wrapOp("claim with login", err)
 }
 
-// LinkLogin links the login l's account to the identity h, whose proven
-// account logged in as by: by's login authorises it (an oidc.login record
-// from by's account to the new one, purpose add) and l proves it (an
-// oidc.login from the new account, purpose add).
-func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
-	if _, err := s.verifyLogin(ctx, by); err != nil {
+// LinkLogin links the login l's account to the identity the add statement
+// names (the statement names l's account): the consent login by, by an
+// account proven for the identity, authorises it (an oidc.login record
+// from by's account to the new one, purpose add, whose ID token's nonce
+// commits to the statement) and l proves it (an oidc.login from the new
+// account, purpose add). The statement is consumed.
+func (s *Service) LinkLogin(ctx context.Context, statement []byte, by Consent, l Login) error {
+	c, err := s.statement(statement, PurposeAdd)
+	if err != nil {
 		return err
 	}
+	if !c.Factor.Same(l.Account) {
+		return Refuse(CodeWrongKey, "the statement names %s, the login is by %s", c.Factor, l.Account)
+	}
+	bl, err := by.check(statement)
+	if err != nil {
+		return err
+	}
+	if bl.Account.Same(l.Account) {
+		return Refuse(CodeNotProven, "a factor cannot authorise itself")
+	}
+	bv, err := s.verifyLogin(ctx, bl)
+	if err != nil {
+		return err
+	}
+	bv.consent = by.Salt
 	if _, err := s.verifyLogin(ctx, l); err != nil {
 		return err
 	}
-	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
+	h := c.Handle
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
 		_, recs, err := tx.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
 			return Refuse(CodeUnknownIdentity, "your identity %q no longer exists", h)
@@ -176,7 +216,7 @@ func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
 		if a.Proven(l.Account) {
 			return Refuse(CodeAlreadyLinked, "this account is already linked to %q", h)
 		}
-		if !a.Proven(by.Account) {
+		if !a.Proven(bv.factor) {
 			return Refuse(CodeNotProven, "the account you are logged in with is no longer linked to %q: log in again", h)
 		}
 		if err := s.checkFree(ctx, tx, h, l.Account); CodeOf(err) == CodeFactorLinked {
@@ -184,7 +224,7 @@ func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, l.Account, by, now)); err != nil {
+		if err := tx.Append(ctx, record(bv, c, l.Account, statement, "", now)); err != nil {
 			return err
 		}
 		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, Factor{}, l, now)); err != nil {

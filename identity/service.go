@@ -272,6 +272,8 @@ type verified struct {
 	method    Method
 	signature []byte
 	signerKey []byte
+	// consent is the salt of a consent login's nonce, nil otherwise.
+	consent []byte
 }
 
 // verify checks p over statement. want, when not zero, is the factor p
@@ -361,7 +363,7 @@ func record(v verified, c *Challenge, to Factor, statement []byte, label string,
 	return &Evidence{
 		Method: v.method, Purpose: c.Purpose, Handle: c.Handle, From: v.factor, To: to, Label: label,
 		Statement: bytes.Clone(statement), Signature: bytes.Clone(v.signature), SignerKey: v.signerKey,
-		Created: now,
+		Consent: bytes.Clone(v.consent), Created: now,
 	}
 }
 
@@ -479,27 +481,34 @@ type SessionAddRequest struct {
 	// New is the new factor's signature over Statement, or nil to only
 	// claim the factor.
 	New *Proof
-	// Session is the login of the session that consents.
-	Session Login
+	// Consent is the login, made for this statement, by which the
+	// session's identity consents.
+	Consent Consent
 	// Label is shown with the factor.
 	Label string
 }
 
 // AddWithSession is Add with a logged-in session's consent instead of a
-// proven factor's signature: the login's ID token is recorded as the
-// consent (oidc.login), after the Verifier re-checks it.
+// proven factor's signature: a login made to approve the statement, whose
+// ID token's nonce commits to it, is recorded as the consent (oidc.login,
+// with the commitment's salt), after the Verifier re-checks it.
 func (s *Service) AddWithSession(ctx context.Context, req SessionAddRequest) error {
 	c, err := s.statement(req.Statement, PurposeAdd)
 	if err != nil {
 		return err
 	}
-	if req.Session.Account.Same(c.Factor) {
+	if req.Consent.Login.Account.Same(c.Factor) {
 		return Refuse(CodeNotProven, "a factor cannot authorise itself")
 	}
-	bv, err := s.verifyLogin(ctx, req.Session)
+	l, err := req.Consent.check(req.Statement)
 	if err != nil {
 		return err
 	}
+	bv, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return err
+	}
+	bv.consent = req.Consent.Salt
 	return s.add(ctx, c, req.Statement, req.New, &bv, req.Label)
 }
 
@@ -600,17 +609,23 @@ func (s *Service) Revoke(ctx context.Context, req RevokeRequest) error {
 	return s.revoke(ctx, c, req.Statement, bv)
 }
 
-// RevokeWithSession is Revoke with a logged-in session's consent: the
-// login's ID token is recorded as the revocation's proof.
-func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, session Login) error {
+// RevokeWithSession is Revoke with a logged-in session's consent: a
+// login made to approve the statement (its ID token's nonce commits to
+// it) is recorded as the revocation's proof.
+func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, consent Consent) error {
 	c, err := s.statement(statement, PurposeRevoke)
 	if err != nil {
 		return err
 	}
-	bv, err := s.verifyLogin(ctx, session)
+	l, err := consent.check(statement)
 	if err != nil {
 		return err
 	}
+	bv, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return err
+	}
+	bv.consent = consent.Salt
 	return s.revoke(ctx, c, statement, bv)
 }
 

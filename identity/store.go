@@ -112,8 +112,9 @@ type Verifier interface {
 	// VerifyLogin re-checks a completed OpenID Connect login: its ID
 	// token must verify with its SigningKey, be issued by the account's
 	// issuer to its ClientID, be about the account's subject, and, when
-	// Email is set, assert that email as verified. It returns an *Error
-	// with code bad_signature when it does not.
+	// Email is set, assert that email as verified, and, when Nonce is
+	// set, carry that nonce. It returns an *Error with code bad_signature
+	// when it does not.
 	VerifyLogin(ctx context.Context, l Login) error
 }
 

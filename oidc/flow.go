@@ -26,7 +26,41 @@ import (
 // success; on error (ErrProviderUnavailable when the provider cannot be
 // discovered) the caller renders the error page.
 func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) error {
+	return p.BeginWith(w, r, BeginOptions{Next: next})
+}
+
+// BeginOptions are the choices of a login's start.
+type BeginOptions struct {
+	// Next is where the login returns (through SafeNext).
+	Next string
+	// Nonce, when set, is the nonce to send instead of a random one: a
+	// consent login's commitment to the statement it approves (as
+	// OpenPubkey does), which must itself hold at least 128 bits of
+	// randomness. Finish checks the ID token carries it, as always.
+	Nonce string
+	// Pending is what the caller needs back when the login finishes
+	// (Login.Pending): sealed in the flow cookie with the rest, so nobody
+	// but this server reads or changes it. At most MaxPending bytes.
+	Pending string
+}
+
+// MaxPending is the most BeginOptions.Pending may hold.
+const MaxPending = 2600
+
+// minNonceLen is the shortest nonce BeginWith takes from its caller:
+// 22 base64url characters are 128 bits.
+const minNonceLen = 22
+
+// BeginWith is Begin with the nonce and pending data of opts.
+func (p *Provider) BeginWith(w http.ResponseWriter, r *http.Request, opts BeginOptions) error {
 	ctx := r.Context()
+	next := opts.Next
+	if len(opts.Pending) > MaxPending {
+		return fmt.Errorf("oidc: %s: begin: %d bytes pending, at most %d fit in the flow cookie", p.cfg.Name, len(opts.Pending), MaxPending)
+	}
+	if opts.Nonce != "" && (len(opts.Nonce) < minNonceLen || len(opts.Nonce) > 255 || printable(opts.Nonce, 255) != opts.Nonce) {
+		return fmt.Errorf("oidc: %s: begin: a nonce must be %d to 255 printable characters, not %d", p.cfg.Name, minNonceLen, len(opts.Nonce))
+	}
 	d, err := p.discover(ctx)
 	if err != nil {
 		return err
@@ -35,9 +69,11 @@ func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) er
 	if err != nil {
 		return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
 	}
-	nonce, err := randomToken()
-	if err != nil {
-		return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
+	nonce := opts.Nonce
+	if nonce == "" {
+		if nonce, err = randomToken(); err != nil {
+			return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
+		}
 	}
 	verifier := oauth2.GenerateVerifier()
 	now := p.now()
@@ -50,6 +86,7 @@ func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) er
 		Nonce:    nonce,
 		Verifier: verifier,
 		Next:     safe,
+		Pending:  opts.Pending,
 		Expires:  now.Add(FlowLifetime).Unix(),
 	})
 	if err != nil {
@@ -146,6 +183,8 @@ func (p *Provider) finish(w http.ResponseWriter, r *http.Request) (*Login, error
 		IssuedAt:          claims.IssuedAt,
 		Expiry:            claims.Expiry,
 		Next:              SafeNext(flow.Next),
+		Nonce:             claims.Nonce,
+		Pending:           flow.Pending,
 	}, nil
 }
 

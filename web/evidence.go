@@ -98,19 +98,6 @@ func (l *loginData) login() identity.Login {
 	}
 }
 
-// claimWithLogin creates the identity with handle h, with the login's
-// account as its first, proven factor. A refusal writes nothing.
-func (h *Handler) claimWithLogin(ctx context.Context, handle identity.Handle, l *loginData) error {
-	_, err := h.deps.Identities.ClaimWithLogin(ctx, string(handle), l.login())
-	return err
-}
-
-// linkAccount links the login's account to the session's identity, with
-// the session's login as the consent. A refusal writes nothing.
-func (h *Handler) linkAccount(ctx context.Context, handle identity.Handle, by, l *loginData) error {
-	return h.deps.Identities.LinkLogin(ctx, handle, by.login(), l.login())
-}
-
 // recordEmail records the login's verified email for the identity when
 // none is on record for that account and email yet.
 func (h *Handler) recordEmail(ctx context.Context, handle identity.Handle, l *loginData) error {

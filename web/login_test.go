@@ -36,7 +36,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if bad.status != http.StatusBadRequest || !strings.Contains(bad.body, "lower-case letters") || s.logLen() != 0 {
 		t.Fatalf("bad handle: %d, log %d:\n%s", bad.status, s.logLen(), bad.body)
 	}
-	acct := b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})
+	acct := b.consent(b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}}))
 	if acct.status != http.StatusOK || acct.url.Path != "/account" || !strings.Contains(acct.body, `<span id="handle">alice</span>`) {
 		t.Fatalf("claim: %d at %s:\n%s", acct.status, acct.url, acct.body)
 	}
@@ -52,8 +52,17 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Value != "alice@example.org" {
 		t.Fatalf("log after the claim: %+v", recs)
 	}
-	for _, e := range recs[1:] {
-		c, err := verify.LoginRecord(&e)
+	// The claim is approved by a consent login: its ID token's nonce
+	// commits to the claim statement with the salt the record keeps.
+	if len(recs[1].Consent) == 0 {
+		t.Errorf("the claim record keeps no consent salt")
+	}
+	for i, e := range recs[1:] {
+		check := verify.LoginRecord
+		if i == 0 {
+			check = verify.SessionConsent
+		}
+		c, err := check(&e)
 		if err != nil {
 			t.Errorf("record %d does not re-verify: %v", e.Seq, err)
 		} else if c.Subject != alice.Subject {
@@ -104,7 +113,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if linkedOIDC.url.Path != "/login" {
 		t.Fatalf("link begin: at %s", linkedOIDC.url)
 	}
-	done := b.get(b.approve(linkedOIDC.url.Query().Get("authRequestID"), carol).String())
+	done := b.consent(b.get(b.approve(linkedOIDC.url.Query().Get("authRequestID"), carol).String()))
 	if done.url.Path != "/account" || !strings.Contains(done.body, "The account is linked") {
 		t.Fatalf("link carol's account: %d at %s:\n%s", done.status, done.url, done.body)
 	}

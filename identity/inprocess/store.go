@@ -121,7 +121,7 @@ func (ix *index) add(e *identity.Evidence) {
 // columns read it.
 func light(e *identity.Evidence) identity.Evidence {
 	c := *e
-	c.Statement, c.Signature, c.SignerKey = nil, nil, nil
+	c.Statement, c.Signature, c.SignerKey, c.Consent = nil, nil, nil, nil
 	c.From.Data = bytes.Clone(e.From.Data)
 	c.To.Data = bytes.Clone(e.To.Data)
 	c.PrevHash = bytes.Clone(e.PrevHash)
@@ -137,6 +137,7 @@ func full(e *identity.Evidence) identity.Evidence {
 	c.Statement = bytes.Clone(e.Statement)
 	c.Signature = bytes.Clone(e.Signature)
 	c.SignerKey = bytes.Clone(e.SignerKey)
+	c.Consent = bytes.Clone(e.Consent)
 	c.PrevHash = bytes.Clone(e.PrevHash)
 	c.Hash = bytes.Clone(e.Hash)
 	return c

@@ -25,7 +25,7 @@ const lightColumns = `e.seq, e.method, e.purpose, e.handle, ff.kind, ff.value, f
 	coalesce(tf.kind, ''), coalesce(tf.value, ''), coalesce(tf.data, ''::bytea), e.label,
 	e.created_at, e.expires_at, coalesce(e.revokes, 0), e.prev_hash, e.hash`
 
-const fullColumns = lightColumns + `, e.statement, e.signature, e.signer_key`
+const fullColumns = lightColumns + `, e.statement, e.signature, e.signer_key, e.consent`
 
 const factorJoins = `JOIN factors ff ON ff.id = e.from_factor LEFT JOIN factors tf ON tf.id = e.to_factor`
 
@@ -50,7 +50,7 @@ func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row fun
 		dst := []any{&seq, &method, &purpose, &handle, &fk, &fv, &e.From.Data,
 			&tk, &tv, &e.To.Data, &label, &created, &expires, &revokes, &e.PrevHash, &e.Hash}
 		if full {
-			dst = append(dst, &e.Statement, &e.Signature, &e.SignerKey)
+			dst = append(dst, &e.Statement, &e.Signature, &e.SignerKey, &e.Consent)
 		}
 		if prefix != nil {
 			dst = prefix(dst)
@@ -73,6 +73,9 @@ func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row fun
 		}
 		if len(e.From.Data) == 0 {
 			e.From.Data = nil
+		}
+		if len(e.Consent) == 0 {
+			e.Consent = nil
 		}
 		e.Created = created.UTC()
 		if expires != nil {
@@ -171,11 +174,11 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 	}
 	e.Seal(t.headSeq, t.headHash)
 	_, err = t.tx.Exec(ctx, `INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
-			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash, consent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		e.Seq, string(e.Method), string(e.Purpose), identityID, string(e.Handle), fromID, toID,
 		e.Label, nonNil(e.Statement), nonNil(e.Signature), nonNil(e.SignerKey), e.Created, nullTime(e.Expires),
-		revokes, e.PrevHash, e.Hash)
+		revokes, e.PrevHash, e.Hash, nonNil(e.Consent))
 	if err != nil {
 		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)
 	}

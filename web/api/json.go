@@ -44,8 +44,11 @@ type LogRecord struct {
 	Created          time.Time  `json:"created"`
 	Expires          *time.Time `json:"expires,omitempty"`
 	Revokes          int64      `json:"revokes,omitempty"`
-	PrevHash         string     `json:"prev_hash"`
-	Hash             string     `json:"hash"`
+	// Consent is the salt a consent login's nonce commits with (see
+	// identity.ConsentNonce); absent in other records.
+	Consent  []byte `json:"consent,omitempty"`
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
 }
 
 // JSONFactor is a factor in JSON.
@@ -70,7 +73,7 @@ func NewLogRecord(e *identity.Evidence) (LogRecord, error) {
 		Seq: e.Seq, Method: string(e.Method), Purpose: string(e.Purpose), Handle: string(e.Handle),
 		From: jsonFactor(e.From), Label: e.Label,
 		Statement: nonNil(e.Statement), Signature: nonNil(e.Signature),
-		Created: e.Created.UTC(), Revokes: e.Revokes,
+		Created: e.Created.UTC(), Revokes: e.Revokes, Consent: e.Consent,
 		PrevHash: hex.EncodeToString(e.PrevHash), Hash: hex.EncodeToString(e.Hash),
 	}
 	if !e.To.IsZero() {
@@ -115,7 +118,7 @@ func (r LogRecord) Evidence() (*identity.Evidence, error) {
 		Seq: r.Seq, Method: identity.Method(r.Method), Purpose: identity.Purpose(r.Purpose),
 		Handle: identity.Handle(r.Handle), From: r.From.factor(), Label: r.Label,
 		Statement: r.Statement, Signature: r.Signature, SignerKey: r.SignerKey,
-		Created: r.Created.UTC(), Revokes: r.Revokes,
+		Created: r.Created.UTC(), Revokes: r.Revokes, Consent: r.Consent,
 	}
 	if r.To != nil {
 		e.To = r.To.factor()
