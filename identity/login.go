@@ -32,6 +32,13 @@ type Login struct {
 	SigningKey []byte
 	// Email is the email the provider verified, or zero.
 	Email Factor
+	// PublicToken says the ID token carries no claim beyond those its
+	// record shows (the account, the client, times and the nonce: what a
+	// consent login, which asks for scope openid only, gets back), so it
+	// stays in the public entry, where anyone can check it. Any other
+	// token is kept out of the entry, as a private artifact the record
+	// commits to.
+	PublicToken bool
 	// Nonce, when set, is the nonce the ID token must carry: a consent
 	// login's commitment to its statement (see Consent). The Service sets
 	// it; a frontend leaves it empty.
@@ -53,9 +60,14 @@ func loginStatement(server string, purpose Purpose, h Handle, linked Factor, by 
 		fmt.Fprintf(&b, "purpose: %s\n", purpose)
 	}
 	fmt.Fprintf(&b, "handle: %s\n", h)
-	fmt.Fprintf(&b, "factor: %s\n", linked)
 	if !email.IsZero() {
-		fmt.Fprintf(&b, "email: %s\n", email.Value)
+		b.WriteString("factor: email (kept private; the record commits to it)\n")
+	} else {
+		fmt.Fprintf(&b, "factor: %s\n", linked)
+	}
+	if !email.IsZero() {
+		// The address is a private artifact the record commits to.
+		linked = Factor{}
 	}
 	fmt.Fprintf(&b, "signer: %s\n", by.Account)
 	fmt.Fprintf(&b, "provider: %s\n", by.Provider)
@@ -90,27 +102,43 @@ func ParseLoginStatement(b []byte) (map[string]string, error) {
 }
 
 // loginRecord is the oidc.login record of the login by, linking linked
-// (zero: by's account to the identity).
-func loginRecord(server string, purpose Purpose, h Handle, linked Factor, by Login, now time.Time) *Evidence {
+// (zero: by's account to the identity). Its ID token is a private
+// artifact unless by.PublicToken.
+func (s *Service) loginRecord(purpose Purpose, h Handle, linked Factor, by Login, now time.Time) (*Evidence, error) {
 	shown := linked
 	if shown.IsZero() {
 		shown = by.Account
 	}
-	return &Evidence{
+	e := &Evidence{
 		Method: MethodOIDCLogin, Purpose: purpose, Handle: h, From: by.Account, To: linked,
-		Statement: loginStatement(server, purpose, h, shown, by, Factor{}, now),
+		Statement: loginStatement(s.server, purpose, h, shown, by, Factor{}, now),
 		Signature: []byte(by.IDToken), SignerKey: by.SigningKey, Created: now,
 	}
+	if by.PublicToken {
+		return e, nil
+	}
+	return e, e.makePrivate(s.rand, false)
 }
 
 // emailRecord is the oidc.email-verified record of the login's verified
-// email.
-func emailRecord(server string, h Handle, l Login, now time.Time) *Evidence {
-	return &Evidence{
+// email: the address and the ID token are private artifacts the record
+// commits to.
+func (s *Service) emailRecord(h Handle, l Login, now time.Time) (*Evidence, error) {
+	e := &Evidence{
 		Method: MethodOIDCEmailVerified, Handle: h, From: l.Account, To: l.Email,
-		Statement: loginStatement(server, "", h, l.Email, l, l.Email, now),
+		Statement: loginStatement(s.server, "", h, l.Email, l, l.Email, now),
 		Signature: []byte(l.IDToken), SignerKey: l.SigningKey, Created: now,
 	}
+	return e, e.makePrivate(s.rand, true)
+}
+
+// appendEmail appends the emailRecord of l.
+func (s *Service) appendEmail(ctx context.Context, tx Tx, h Handle, l Login, now time.Time) error {
+	e, err := s.emailRecord(h, l, now)
+	if err != nil {
+		return err
+	}
+	return tx.Append(ctx, e)
 }
 
 // hasEmailRecord reports whether recs hold an oidc.email-verified record
@@ -128,9 +156,10 @@ func hasEmailRecord(recs []Evidence, account, email Factor) bool {
 // with the consent login's account (the statement's factor) as its first,
 // proven factor: an oidc.login record with purpose claim, whose ID token's
 // nonce commits to the statement. It records the login's verified email
-// too. The statement is one IssueChallenge issued for the account, and is
-// consumed.
-func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent Consent) (Identity, error) {
+// too, from first, the login of the same account that proposed the claim
+// (a consent login asks for no email). The statement is one
+// IssueChallenge issued for the account, and is consumed.
+func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent Consent, first Login) (Identity, error) {
 	c, err := s.statement(statement, PurposeClaim)
 	if err != nil {
 		return Identity{}, err
@@ -147,6 +176,14 @@ func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent 
 		return Identity{}, err
 	}
 	v.consent = consent.Salt
+	if !first.Email.IsZero() {
+		if !first.Account.Same(l.Account) {
+			return Identity{}, Refuse(CodeWrongKey, "the email's login is by %s, the claim's by %s", first.Account, l.Account)
+		}
+		if _, err := s.verifyLogin(ctx, first); err != nil {
+			return Identity{}, err
+		}
+	}
 	var id Identity
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
@@ -162,8 +199,8 @@ func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent 
 		if err := tx.Append(ctx, record(v, c, Factor{}, statement, "", now)); err != nil {
 			return err
 		}
-		if !l.Email.IsZero() {
-			return tx.Append(ctx, emailRecord(s.server, c.Handle, l, now))
+		if !first.Email.IsZero() {
+			return s.appendEmail(ctx, tx, c.Handle, first, now)
 		}
 		return nil
 	})
@@ -227,11 +264,15 @@ func (s *Service) LinkLogin(ctx context.Context, statement []byte, by Consent, l
 		if err := tx.Append(ctx, record(bv, c, l.Account, statement, "", now)); err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, Factor{}, l, now)); err != nil {
+		possession, err := s.loginRecord(PurposeAdd, h, Factor{}, l, now)
+		if err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, possession); err != nil {
 			return err
 		}
 		if !l.Email.IsZero() && !hasEmailRecord(recs, l.Account, l.Email) {
-			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+			return s.appendEmail(ctx, tx, h, l, now)
 		}
 		return nil
 	})
@@ -263,7 +304,7 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 		if hasEmailRecord(recs, l.Account, l.Email) {
 			return nil
 		}
-		return tx.Append(ctx, emailRecord(s.server, h, l, now))
+		return s.appendEmail(ctx, tx, h, l, now)
 	})
 	return wrapOp("record login email", err)
 }
@@ -310,7 +351,11 @@ func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login
 			}
 		}
 		n = len(targets)
-		return nil
+		// The identity's private artifacts (its provider-verified emails
+		// and ID tokens) go; the records keep their commitments, so the
+		// log still verifies.
+		_, err = tx.EraseArtifacts(ctx, h)
+		return err
 	})
 	if err != nil {
 		return 0, wrapOp("delete", err)

@@ -96,7 +96,7 @@ func (s *Service) changed(ctx context.Context, handles ...Handle) {
 func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	var changed []Handle
 	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		n := &notingTx{Tx: tx}
+		n := &notingTx{Tx: tx, rand: s.rand}
 		if err := fn(ctx, n); err != nil {
 			return err
 		}
@@ -116,14 +116,22 @@ func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx
 // notingTx is a Tx that remembers whom its appends concern.
 type notingTx struct {
 	Tx
+	rand    io.Reader
 	handles []Handle
 	keys    []Factor
 }
 
-// Append appends e and notes whom it concerns. A record whose ID token a
+// Append appends e and notes whom it concerns. A record whose ID token is
+// private (Login.PublicToken unset) keeps it as an artifact it commits
+// to. A record whose ID token a
 // provider key verifies follows the oidc.jwks record of that key, which
 // is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
+	if e.privateToken && len(e.Commitments) == 0 {
+		if err := e.makePrivate(n.rand, false); err != nil {
+			return err
+		}
+	}
 	if err := recordKeySet(ctx, n.Tx, e); err != nil {
 		return err
 	}
@@ -274,6 +282,9 @@ type verified struct {
 	signerKey []byte
 	// consent is the salt of a consent login's nonce, nil otherwise.
 	consent []byte
+	// private: the signature is an ID token to keep out of the public
+	// entry (see Login.PublicToken).
+	private bool
 }
 
 // verify checks p over statement. want, when not zero, is the factor p
@@ -323,7 +334,7 @@ func (s *Service) verifyLogin(ctx context.Context, l Login) (verified, error) {
 	if err := s.verifier.VerifyLogin(ctx, l); err != nil {
 		return verified{}, asRefusal(err, CodeBadSignature, "the login's ID token")
 	}
-	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey}, nil
+	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey, private: !l.PublicToken}, nil
 }
 
 // asRefusal keeps a refusal's code, and makes any other error one with
@@ -363,7 +374,7 @@ func record(v verified, c *Challenge, to Factor, statement []byte, label string,
 	return &Evidence{
 		Method: v.method, Purpose: c.Purpose, Handle: c.Handle, From: v.factor, To: to, Label: label,
 		Statement: bytes.Clone(statement), Signature: bytes.Clone(v.signature), SignerKey: v.signerKey,
-		Consent: bytes.Clone(v.consent), Created: now,
+		Consent: bytes.Clone(v.consent), Created: now, privateToken: v.private,
 	}
 }
 

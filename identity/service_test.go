@@ -128,7 +128,7 @@ func (e *env) claimLoginErr(h string, l identity.Login) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement))
+	_, err = e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement), l)
 	return err
 }
 
@@ -346,7 +346,7 @@ func TestServiceRefusals(t *testing.T) {
 			}
 			cl := e.consentOf(l, c.Statement)
 			e.claim("alice", k1)
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl); return err }
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"an add challenge for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, "nobody", k1); return err }
@@ -394,14 +394,14 @@ func TestServiceRefusals(t *testing.T) {
 			c := e.issue(identity.PurposeClaim, "carol", k1)
 			cl := e.consentOf(l, c.Statement)
 			cl.Login.Account = k1
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl); return err }
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a login with a bad verified email", identity.CodeBadFactor, func(e *env) func() error {
 			l := e.login("carol")
 			c := e.issue(identity.PurposeClaim, "carol", l.Account)
 			cl := e.consentOf(l, c.Statement)
 			cl.Login.Email = identity.Factor{Kind: identity.KindEmail, Value: "not an address"}
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl); return err }
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a claim by an OpenPGP key that is not stored", identity.CodeUnknownKey, func(e *env) func() error {
 			c := e.issue(identity.PurposeClaim, "alice", pA)
@@ -502,7 +502,7 @@ func TestServiceRefusals(t *testing.T) {
 			c := e.issue(identity.PurposeClaim, "carol", l.Account)
 			cl := e.consentOf(l, c.Statement)
 			cl.Login.IDToken = "forged"
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl); return err }
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a login for another account than its ID token's", identity.CodeBadSignature, func(e *env) func() error {
 			l := e.login("carol")
@@ -510,7 +510,7 @@ func TestServiceRefusals(t *testing.T) {
 			c := e.issue(identity.PurposeClaim, "mallory", mallory)
 			cl := e.consentOf(l, c.Statement)
 			cl.Login.Account = mallory
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl); return err }
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"an SSH signature in another namespace", identity.CodeWrongNamespace, func(e *env) func() error {
 			c := e.issue(identity.PurposeClaim, "alice", k1)
@@ -637,7 +637,7 @@ func TestServiceRefusals(t *testing.T) {
 			l := e.login("carol")
 			c := e.issue(identity.PurposeClaim, "carol", identity.OIDCFactor("https://id.example.org", "dave"))
 			return func() error {
-				_, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement))
+				_, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement), l)
 				return err
 			}
 		}},

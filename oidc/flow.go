@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,10 @@ type BeginOptions struct {
 	// (Login.Pending): sealed in the flow cookie with the rest, so nobody
 	// but this server reads or changes it. At most MaxPending bytes.
 	Pending string
+	// Scopes, when set, are the scopes to ask for instead of the
+	// provider's configured ones: a consent login asks for "openid" only,
+	// so that its ID token carries no email or name.
+	Scopes []string
 }
 
 // MaxPending is the most BeginOptions.Pending may hold.
@@ -94,7 +99,11 @@ func (p *Provider) BeginWith(w http.ResponseWriter, r *http.Request, opts BeginO
 	}
 	http.SetCookie(w, flowCookie(name, value, secure, now.Add(FlowLifetime)))
 	w.Header().Set("Cache-Control", "no-store")
-	target := d.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), gooidc.Nonce(nonce))
+	authOpts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), gooidc.Nonce(nonce)}
+	if len(opts.Scopes) > 0 {
+		authOpts = append(authOpts, oauth2.SetAuthURLParam("scope", strings.Join(opts.Scopes, " ")))
+	}
+	target := d.oauth.AuthCodeURL(state, authOpts...)
 	p.log.DebugContext(ctx, "oidc: login begun", slog.String("next", safe), slog.Bool("next_refused", safe != next))
 	http.Redirect(w, r, target, http.StatusFound)
 	return nil
@@ -185,6 +194,7 @@ func (p *Provider) finish(w http.ResponseWriter, r *http.Request) (*Login, error
 		Next:              SafeNext(flow.Next),
 		Nonce:             claims.Nonce,
 		Pending:           flow.Pending,
+		MinimalClaims:     minimalClaims(raw),
 	}, nil
 }
 
@@ -330,4 +340,36 @@ func printable(s string, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// minimalTokenClaims are the claims an ID token may carry and still tell
+// nothing about its account beyond the account itself: issuer, subject,
+// audience, times, nonce and the protocol's own.
+var minimalTokenClaims = map[string]bool{
+	"iss": true, "sub": true, "aud": true, "azp": true, "exp": true, "iat": true, "nbf": true, "auth_time": true,
+	"nonce": true, "at_hash": true, "c_hash": true, "s_hash": true, "sid": true, "jti": true, "amr": true, "acr": true,
+	"typ": true, "client_id": true,
+}
+
+// minimalClaims reports whether the (verified) token's payload holds only
+// minimalTokenClaims.
+func minimalClaims(raw string) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(payload, &m) != nil {
+		return false
+	}
+	for k := range m {
+		if !minimalTokenClaims[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -69,6 +69,10 @@ type Login struct {
 	Nonce string
 	// Pending is what BeginOptions.Pending handed to the login's start.
 	Pending string
+	// MinimalClaims reports that the ID token carries nothing but the
+	// account, the client, times, the nonce and the protocol's claims (as
+	// a consent login's, with scope openid, should): nothing private.
+	MinimalClaims bool
 }
 
 // Claims are the claims of a verified ID token that Kith reads (see Login

@@ -70,7 +70,9 @@ func (h *Handler) beginConsent(w http.ResponseWriter, r *http.Request, s *sessio
 		h.fail(w, r, http.StatusServiceUnavailable, "Login unavailable", "This server has no login providers configured. Nothing was changed.")
 		return
 	}
-	opts := oidc.BeginOptions{Next: next, Nonce: identity.ConsentNonce([]byte(p.Statement), salt), Pending: string(blob)}
+	// Scope openid only: the token then holds the account and the nonce,
+	// nothing private, and its record can show it for anyone to check.
+	opts := oidc.BeginOptions{Next: next, Nonce: identity.ConsentNonce([]byte(p.Statement), salt), Pending: string(blob), Scopes: []string{"openid"}}
 	if err := h.deps.Providers.BeginWith(w, r, s.Provider, opts); err != nil {
 		h.log.WarnContext(r.Context(), "web: consent login begin", slog.String("provider", s.Provider), slog.Any("error", err))
 		h.fail(w, r, http.StatusServiceUnavailable, "Provider unavailable",
@@ -139,7 +141,12 @@ func (h *Handler) finishConsent(w http.ResponseWriter, r *http.Request, login *o
 		h.log.InfoContext(ctx, "web: account linked", slog.String("provider", p.Link.Provider), slog.String("handle", string(cur.Handle)))
 		http.Redirect(w, r, "/account?done=account-linked", http.StatusSeeOther)
 	case consentClaim:
-		h.finishClaim(w, r, statement, consent, l)
+		first, err := decodeLogin(cur.Login)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		h.finishClaim(w, r, statement, consent, first.login(), l)
 	default:
 		h.internal(w, r, fmt.Errorf("web: consent: unknown action %q", p.Action))
 	}
@@ -147,10 +154,11 @@ func (h *Handler) finishConsent(w http.ResponseWriter, r *http.Request, login *o
 
 // finishClaim creates the identity of a first login, approved by its
 // consent login, and opens the new identity's session in place of the
-// pending one.
-func (h *Handler) finishClaim(w http.ResponseWriter, r *http.Request, statement []byte, consent identity.Consent, l *loginData) {
+// pending one. first is the first login, whose verified email is
+// recorded.
+func (h *Handler) finishClaim(w http.ResponseWriter, r *http.Request, statement []byte, consent identity.Consent, first identity.Login, l *loginData) {
 	ctx := r.Context()
-	id, err := h.deps.Identities.ClaimWithLogin(ctx, statement, consent)
+	id, err := h.deps.Identities.ClaimWithLogin(ctx, statement, consent, first)
 	switch identity.CodeOf(err) {
 	case "":
 		if err != nil {
@@ -178,4 +186,26 @@ func (h *Handler) finishClaim(w http.ResponseWriter, r *http.Request, statement 
 		next = "/account?done=created"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// serveArtifacts hands the logged-in owner the private artifacts of their
+// identity's records (provider-verified emails, ID tokens, with the salts
+// the records commit with), as JSON for `kith verify-log --artifacts`.
+func (h *Handler) serveArtifacts(w http.ResponseWriter, r *http.Request) {
+	s, _, ok := h.requireUser(w, r)
+	if !ok {
+		return
+	}
+	arts, err := h.deps.Identities.IdentityArtifacts(r.Context(), s.Handle)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if arts == nil {
+		arts = []identity.RecordArtifacts{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Disposition", `attachment; filename="kith-artifacts-`+string(s.Handle)+`.json"`)
+	json.NewEncoder(w).Encode(arts)
 }

@@ -16,8 +16,9 @@ import (
 // TestConsentLoginsCoverTheirStatements runs every change a session
 // approves (a claim, an SSH key, another account, an unlinking) through
 // the real provider and checks the log they leave: each approval is an ID
-// token whose nonce commits to the record's statement, and the whole log
-// re-verifies offline, provider keys included.
+// token whose nonce commits to the record's statement, public (a consent
+// login asks for scope openid only, so the token holds nothing private),
+// and the whole log re-verifies offline, provider keys included.
 func TestConsentLoginsCoverTheirStatements(t *testing.T) {
 	s := newSite(t, web.Options{})
 	b := s.browser()
@@ -54,6 +55,12 @@ func TestConsentLoginsCoverTheirStatements(t *testing.T) {
 	for i := range recs {
 		e := &recs[i]
 		for _, f := range lv.Add(e) {
+			// The records with emails (and carol's possession login,
+			// whose token has them) keep their proofs private: see
+			// TestLogKeepsEmailsAndTokensPrivate.
+			if f.Unchecked && len(e.Commitments) > 0 {
+				continue
+			}
 			t.Errorf("record %d (%s %s): %s", f.Seq, e.Method, e.Purpose, f.Reason)
 		}
 		if e.From.Kind != identity.KindOIDC {

@@ -30,7 +30,10 @@ type loginData struct {
 	AuthTime       time.Time       `json:"auth_time"`
 	IDToken        string          `json:"id_token"`
 	SigningKey     json.RawMessage `json:"jwk"`
-	Next           string          `json:"next,omitempty"`
+	// PublicToken: the ID token carries nothing private (a consent
+	// login's), so its record may show it.
+	PublicToken bool   `json:"public_token,omitempty"`
+	Next        string `json:"next,omitempty"`
 	// KeyKind and KeyValue are set for a login by key (LoginWithKey):
 	// the session's account is then that key, and its consent to a
 	// change is that key's signature, asked for each time.
@@ -51,6 +54,7 @@ func newLoginData(l *oidc.Login, clientID string) *loginData {
 		Provider: l.Provider, ClientID: clientID, Issuer: l.Issuer, Subject: l.Subject,
 		Email: l.Email, EmailVerified: l.EmailVerified, ProposedHandle: l.ProposedHandle,
 		AuthTime: at.UTC(), IDToken: l.RawIDToken, SigningKey: json.RawMessage(l.SigningKey), Next: l.Next,
+		PublicToken: l.MinimalClaims,
 	}
 }
 
@@ -94,7 +98,7 @@ func (l *loginData) verifiedEmail() identity.Factor {
 func (l *loginData) login() identity.Login {
 	return identity.Login{
 		Account: l.account(), Provider: l.Provider, ClientID: l.ClientID, AuthTime: l.AuthTime,
-		IDToken: l.IDToken, SigningKey: []byte(l.SigningKey), Email: l.verifiedEmail(),
+		IDToken: l.IDToken, SigningKey: []byte(l.SigningKey), Email: l.verifiedEmail(), PublicToken: l.PublicToken,
 	}
 }
 

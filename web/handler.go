@@ -52,7 +52,7 @@ type Identities interface {
 	AddWithSession(ctx context.Context, req identity.SessionAddRequest) error
 	RevokeWithSession(ctx context.Context, statement []byte, consent identity.Consent) error
 	// ClaimWithLogin, LinkLogin and RecordLoginEmail record logins.
-	ClaimWithLogin(ctx context.Context, statement []byte, consent identity.Consent) (identity.Identity, error)
+	ClaimWithLogin(ctx context.Context, statement []byte, consent identity.Consent, first identity.Login) (identity.Identity, error)
 	LinkLogin(ctx context.Context, statement []byte, by identity.Consent, l identity.Login) error
 	RecordLoginEmail(ctx context.Context, h identity.Handle, l identity.Login) error
 	// Claim creates an identity with a signed claim statement; Add links
@@ -61,6 +61,9 @@ type Identities interface {
 	Claim(ctx context.Context, req identity.ClaimRequest) (identity.Identity, error)
 	Add(ctx context.Context, req identity.AddRequest) error
 	LoginWithKey(ctx context.Context, statement []byte, p identity.Proof) (identity.Handle, identity.Factor, error)
+	// IdentityArtifacts returns the private artifacts of an identity's
+	// records, for its owner.
+	IdentityArtifacts(ctx context.Context, h identity.Handle) ([]identity.RecordArtifacts, error)
 	// DeleteWithSession ends an identity.
 	DeleteWithSession(ctx context.Context, h identity.Handle, session identity.Login) (int, error)
 }
@@ -217,6 +220,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"POST /account/verify", h.serveVerify},
 		{"POST /account/unlink", h.serveUnlink},
 		{"POST /account/sessions/end", h.serveEndSessions},
+		{"GET /account/artifacts", h.serveArtifacts},
 		{"POST /account/delete", h.serveDelete},
 		{"GET /static/kith.css", serveCSS},
 	}

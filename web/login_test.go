@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,8 +50,20 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	}
 	if len(recs) != 3 || recs[0].Method != identity.MethodOIDCKeySet || !bytes.Equal(recs[0].SignerKey, recs[1].SignerKey) ||
 		recs[1].Method != identity.MethodOIDCLogin || recs[1].Purpose != identity.PurposeClaim ||
-		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Value != "alice@example.org" {
+		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Kind != identity.KindEmail || recs[2].To.Value != "" {
 		t.Fatalf("log after the claim: %+v", recs)
+	}
+	// The email and its login's ID token are private artifacts: the log
+	// commits to them, and the owner's artifacts open the record.
+	if _, err := verify.LoginRecord(&recs[2]); !errors.Is(err, verify.ErrWithheld) {
+		t.Errorf("the email record without its artifacts: %v, want ErrWithheld", err)
+	}
+	arts, err := s.store.IdentityArtifacts(t.Context(), "alice")
+	if err != nil || len(arts) != 1 || arts[0].Seq != 3 {
+		t.Fatalf("artifacts: %+v, %v", arts, err)
+	}
+	if err := recs[2].Reveal(arts[0].Artifacts); err != nil || recs[2].To.Value != "alice@example.org" {
+		t.Fatalf("reveal: %v, %+v", err, recs[2].To)
 	}
 	// The claim is approved by a consent login: its ID token's nonce
 	// commits to the claim statement with the salt the record keeps.
@@ -126,6 +139,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 		t.Fatalf("login with the linked account:\n%s", viaCarol.body)
 	}
 	recs, _ = s.store.Log(t.Context(), 0, 100)
+	s.reveal("alice", recs)
 	for _, e := range recs {
 		if e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodOIDCEmailVerified {
 			if err := verify.Record(&e); err != nil {
@@ -167,6 +181,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.reveal("alice", all)
 	var v verify.LogVerifier
 	keySets := 0
 	for i := range all {
@@ -289,5 +304,24 @@ func TestCallbackStartedInAnotherBrowserIsRefused(t *testing.T) {
 				t.Errorf("the attacker's own callback ended at %s", p.url)
 			}
 		})
+	}
+}
+
+// reveal opens the records' commitments with the private artifacts of
+// the identity h, as its owner can (kith verify-log --artifacts).
+func (s *site) reveal(h identity.Handle, recs []identity.Evidence) {
+	s.t.Helper()
+	arts, err := s.store.IdentityArtifacts(s.t.Context(), h)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, a := range arts {
+		for i := range recs {
+			if recs[i].Seq == a.Seq {
+				if err := recs[i].Reveal(a.Artifacts); err != nil {
+					s.t.Fatal(err)
+				}
+			}
+		}
 	}
 }

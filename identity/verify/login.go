@@ -56,7 +56,7 @@ func oidcAccount(f identity.Factor) (issuer, subject string, err error) {
 // oidcRecord re-checks a record whose proof is an ID token: a session's
 // consent to a challenge (its statement is one) or a login record.
 func oidcRecord(e *identity.Evidence) error {
-	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 {
+	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 && !e.Committed(identity.ArtifactIDToken) {
 		if err := checkStatement(e); err != nil {
 			return err
 		}
@@ -77,6 +77,34 @@ func oidcRecord(e *identity.Evidence) error {
 // recorded before consent logins, or a token replayed into a made-up
 // record).
 var ErrNoConsent = errors.New("the ID token's nonce does not commit to the statement")
+
+// ErrWithheld marks a record whose ID token (or verified email) is a
+// private artifact that the record only commits to: nobody can check its
+// signature without the artifact, which its owner may hand out (or which
+// was erased with its identity). Such a record is not verified, nor
+// failed: LogVerifier reports it as unchecked.
+var ErrWithheld = errors.New("its proof is a private artifact")
+
+// withheld returns ErrWithheld, wrapped, when e lacks a committed
+// artifact its check needs.
+func withheld(e *identity.Evidence) error {
+	missing := []string{}
+	if e.Committed(identity.ArtifactIDToken) && len(e.Signature) == 0 {
+		missing = append(missing, "ID token")
+	}
+	if e.Committed(identity.ArtifactEmail) && e.To.Value == "" {
+		missing = append(missing, "email address")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	why := "kept private"
+	if e.Erased {
+		why = "gone: artifact erased with its identity"
+	}
+	return fmt.Errorf("%w: the %s %s %s; the record keeps a salted commitment, so chain and inclusion are checked but not the signature",
+		ErrWithheld, strings.Join(missing, " and "), map[bool]string{true: "are", false: "is"}[len(missing) > 1], why)
+}
 
 // SessionConsent re-checks offline a record the identity service wrote
 // for a consent login (an oidc.login claiming a handle or adding a
@@ -99,6 +127,9 @@ func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 	}
 	if len(e.SignerKey) == 0 {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, ErrNoSigningKey)
+	}
+	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
 	}
 	aud, err := tokenAudience(string(e.Signature))
 	if err != nil {
@@ -181,6 +212,9 @@ func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
 	}
 	if len(e.Consent) > 0 {
 		return nil, fmt.Errorf("verify login record %d: a login statement record with a consent salt", e.Seq)
+	}
+	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
 	}
 	c, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, fields["client_id"])
 	if err != nil {

@@ -232,6 +232,9 @@ type Failure struct {
 	// (ErrServerAttested), not a failure; every other record that cannot
 	// be checked is one.
 	Warning bool
+	// Unchecked marks a record whose proof is a private artifact it only
+	// commits to (ErrWithheld): neither verified nor failed.
+	Unchecked bool
 }
 
 // LogVerifier re-verifies a log record by record, in order: the chain
@@ -244,8 +247,9 @@ type LogVerifier struct {
 	keyLinks map[int64]*identity.Evidence
 	// keySets holds the provider keys of oidc.jwks records so far, by
 	// issuer and then JWK.
-	keySets map[string]map[string]bool
-	count   int
+	keySets   map[string]map[string]bool
+	count     int
+	unchecked int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -268,10 +272,19 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	} else {
 		err = Record(e)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		err = v.checkProviderKey(e)
+	case errors.Is(err, ErrWithheld):
+		// The provider key is public even when the token is not.
+		if kerr := v.checkProviderKey(e); kerr != nil {
+			err = kerr
+		}
 	}
 	switch {
+	case errors.Is(err, ErrWithheld):
+		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true})
+		v.unchecked++
 	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
 	case err != nil:
@@ -316,6 +329,10 @@ func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
 
 // Count returns how many records were added.
 func (v *LogVerifier) Count() int { return v.count }
+
+// Unchecked returns how many of them were unchecked (their proofs are
+// private artifacts).
+func (v *LogVerifier) Unchecked() int { return v.unchecked }
 
 // Head returns the last record's sequence number and hash.
 func (v *LogVerifier) Head() (int64, []byte) { return v.prevSeq, v.prevHash }
