@@ -281,11 +281,8 @@ func TestRevokingTheLinkRevokesItsCertificates(t *testing.T) {
 func TestDeletingTheIdentityRevokesItsCertificates(t *testing.T) {
 	e := newCAEnv(t, identity.CertificatePolicy{})
 	l := e.login("carol")
-	if _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); err != nil {
-		t.Fatal(err)
-	}
-	c := e.issue(identity.PurposeAdd, "carol", k1)
-	if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+	e.claimLogin("carol", l)
+	if err := e.addWithSessionErr("carol", k1, true, l); err != nil {
 		t.Fatal(err)
 	}
 	cert, err := e.certify("carol", k1, k1, 0)

@@ -135,6 +135,26 @@ type Evidence struct {
 	Expires time.Time
 	// Revokes, in a revocation, is the Seq of the record it revokes.
 	Revokes int64
+	// Consent, in a record whose ID token authorises its statement (a
+	// login made to approve it), is the random value the token's nonce
+	// commits with: the nonce is ConsentNonce(Statement, Consent), so the
+	// provider's signature covers the statement. Empty in every other
+	// record.
+	Consent []byte
+	// Commitments are the salted hashes of the record's private
+	// artifacts (an ID token, a provider-verified email), which its hash
+	// covers in their place: see Public.
+	Commitments []Commitment
+	// Artifacts are the private artifacts themselves, never hashed and
+	// never in the public log; nil when read from it, or once erased.
+	Artifacts []Artifact
+	// Erased, in a record read from the log, says the store no longer
+	// holds its artifacts (its identity was deleted): the server's word,
+	// outside the hash.
+	Erased bool
+	// privateToken: the Service is to keep the record's ID token out of
+	// its public entry when it appends it.
+	privateToken bool
 	// PrevHash is the Hash of record Seq-1 (ZeroHash for record 1), and
 	// Hash is the SHA-256 of this record's canonical encoding, which
 	// covers PrevHash.
@@ -152,38 +172,64 @@ var zeroHash [HashSize]byte
 func ZeroHash() []byte { return bytes.Clone(zeroHash[:]) }
 
 // encodingMagic starts every canonical encoding; the version changes if the
-// field list ever does.
-const encodingMagic = "kith evidence v1\x00"
+// field list ever does. Version 1 is the encoding of every record without
+// a Consent or Commitments; version 2 adds them.
+const (
+	encodingMagic   = "kith evidence v1\x00"
+	encodingMagicV2 = "kith evidence v2\x00"
+)
 
 // CanonicalBytes returns the record's canonical encoding, the bytes its
 // Hash is computed over: the magic "kith evidence v1" and a NUL, then every
-// field but Hash in declaration order, integers as 8-byte big-endian
-// (times as Unix microseconds, zero meaning none) and strings and byte
-// strings as a 4-byte big-endian length and the bytes.
+// field but Hash, Consent, Commitments and Artifacts in declaration order,
+// integers as 8-byte big-endian (times as Unix microseconds, zero meaning
+// none) and strings and byte strings as a 4-byte big-endian length and
+// the bytes. A record with a Consent or Commitments starts with "kith
+// evidence v2" and a NUL instead and ends, after PrevHash, with Consent as
+// a byte string, the number of Commitments as 4 bytes big-endian, and each
+// commitment's kind and hash as strings. It encodes the public form
+// (Public): a committed ID token as an empty Signature, a committed
+// email as an empty To value and data. So the records made before there
+// were consents or commitments keep their encoding, and erasing an
+// artifact changes no hash.
 func (e *Evidence) CanonicalBytes() []byte {
+	p := e.Public()
+	v2 := len(p.Consent) > 0 || len(p.Commitments) > 0
 	var b []byte
-	b = append(b, encodingMagic...)
-	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
+	if v2 {
+		b = append(b, encodingMagicV2...)
+	} else {
+		b = append(b, encodingMagic...)
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Seq))
 	str := func(s []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
 	}
-	str([]byte(e.Method))
-	str([]byte(e.Purpose))
-	str([]byte(e.Handle))
-	for _, f := range []Factor{e.From, e.To} {
+	str([]byte(p.Method))
+	str([]byte(p.Purpose))
+	str([]byte(p.Handle))
+	for _, f := range []Factor{p.From, p.To} {
 		str([]byte(f.Kind))
 		str([]byte(f.Value))
 		str(f.Data)
 	}
-	str([]byte(e.Label))
-	str(e.Statement)
-	str(e.Signature)
-	str(e.SignerKey)
-	b = binary.BigEndian.AppendUint64(b, uint64(micros(e.Created)))
-	b = binary.BigEndian.AppendUint64(b, uint64(micros(e.Expires)))
-	b = binary.BigEndian.AppendUint64(b, uint64(e.Revokes))
-	str(e.PrevHash)
+	str([]byte(p.Label))
+	str(p.Statement)
+	str(p.Signature)
+	str(p.SignerKey)
+	b = binary.BigEndian.AppendUint64(b, uint64(micros(p.Created)))
+	b = binary.BigEndian.AppendUint64(b, uint64(micros(p.Expires)))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Revokes))
+	str(p.PrevHash)
+	if v2 {
+		str(p.Consent)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p.Commitments)))
+		for _, c := range p.Commitments {
+			str([]byte(c.Kind))
+			str(c.Hash)
+		}
+	}
 	return b
 }
 

@@ -210,7 +210,7 @@ func TestHostIdentity(t *testing.T) {
 	if _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeLogin, h, hostKey); identity.CodeOf(err) != identity.CodeUnsupported {
 		t.Errorf("a host login: %v, want unsupported", err)
 	}
-	if _, err := e.svc.ClaimWithLogin(e.ctx, "host:a.lab.example.org", e.login("carol")); identity.CodeOf(err) != identity.CodeUnsupported {
+	if err := e.claimLoginErr("host:a.lab.example.org", e.login("carol")); identity.CodeOf(err) != identity.CodeUnsupported {
 		t.Errorf("a host claimed with a login: %v, want unsupported", err)
 	}
 

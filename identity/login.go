@@ -32,6 +32,17 @@ type Login struct {
 	SigningKey []byte
 	// Email is the email the provider verified, or zero.
 	Email Factor
+	// PublicToken says the ID token carries no claim beyond those its
+	// record shows (the account, the client, times and the nonce: what a
+	// consent login, which asks for scope openid only, gets back), so it
+	// stays in the public entry, where anyone can check it. Any other
+	// token is kept out of the entry, as a private artifact the record
+	// commits to.
+	PublicToken bool
+	// Nonce, when set, is the nonce the ID token must carry: a consent
+	// login's commitment to its statement (see Consent). The Service sets
+	// it; a frontend leaves it empty.
+	Nonce string
 }
 
 // LoginStatementTitle starts the statement of every login record.
@@ -49,9 +60,14 @@ func loginStatement(server string, purpose Purpose, h Handle, linked Factor, by 
 		fmt.Fprintf(&b, "purpose: %s\n", purpose)
 	}
 	fmt.Fprintf(&b, "handle: %s\n", h)
-	fmt.Fprintf(&b, "factor: %s\n", linked)
 	if !email.IsZero() {
-		fmt.Fprintf(&b, "email: %s\n", email.Value)
+		b.WriteString("factor: email (kept private; the record commits to it)\n")
+	} else {
+		fmt.Fprintf(&b, "factor: %s\n", linked)
+	}
+	if !email.IsZero() {
+		// The address is a private artifact the record commits to.
+		linked = Factor{}
 	}
 	fmt.Fprintf(&b, "signer: %s\n", by.Account)
 	fmt.Fprintf(&b, "provider: %s\n", by.Provider)
@@ -86,27 +102,43 @@ func ParseLoginStatement(b []byte) (map[string]string, error) {
 }
 
 // loginRecord is the oidc.login record of the login by, linking linked
-// (zero: by's account to the identity).
-func loginRecord(server string, purpose Purpose, h Handle, linked Factor, by Login, now time.Time) *Evidence {
+// (zero: by's account to the identity). Its ID token is a private
+// artifact unless by.PublicToken.
+func (s *Service) loginRecord(purpose Purpose, h Handle, linked Factor, by Login, now time.Time) (*Evidence, error) {
 	shown := linked
 	if shown.IsZero() {
 		shown = by.Account
 	}
-	return &Evidence{
+	e := &Evidence{
 		Method: MethodOIDCLogin, Purpose: purpose, Handle: h, From: by.Account, To: linked,
-		Statement: loginStatement(server, purpose, h, shown, by, Factor{}, now),
+		Statement: loginStatement(s.server, purpose, h, shown, by, Factor{}, now),
 		Signature: []byte(by.IDToken), SignerKey: by.SigningKey, Created: now,
 	}
+	if by.PublicToken {
+		return e, nil
+	}
+	return e, e.makePrivate(s.rand, false)
 }
 
 // emailRecord is the oidc.email-verified record of the login's verified
-// email.
-func emailRecord(server string, h Handle, l Login, now time.Time) *Evidence {
-	return &Evidence{
+// email: the address and the ID token are private artifacts the record
+// commits to.
+func (s *Service) emailRecord(h Handle, l Login, now time.Time) (*Evidence, error) {
+	e := &Evidence{
 		Method: MethodOIDCEmailVerified, Handle: h, From: l.Account, To: l.Email,
-		Statement: loginStatement(server, "", h, l.Email, l, l.Email, now),
+		Statement: loginStatement(s.server, "", h, l.Email, l, l.Email, now),
 		Signature: []byte(l.IDToken), SignerKey: l.SigningKey, Created: now,
 	}
+	return e, e.makePrivate(s.rand, true)
+}
+
+// appendEmail appends the emailRecord of l.
+func (s *Service) appendEmail(ctx context.Context, tx Tx, h Handle, l Login, now time.Time) error {
+	e, err := s.emailRecord(h, l, now)
+	if err != nil {
+		return err
+	}
+	return tx.Append(ctx, e)
 }
 
 // hasEmailRecord reports whether recs hold an oidc.email-verified record
@@ -120,54 +152,99 @@ func hasEmailRecord(recs []Evidence, account, email Factor) bool {
 	return false
 }
 
-// ClaimWithLogin creates the identity with handle h, with the login's
-// account as its first, proven factor (an oidc.login record with purpose
-// claim), and records the login's verified email.
-func (s *Service) ClaimWithLogin(ctx context.Context, handle string, l Login) (Identity, error) {
-	h, err := checkHandle(handle)
+// ClaimWithLogin creates the identity that the claim statement names,
+// with the consent login's account (the statement's factor) as its first,
+// proven factor: an oidc.login record with purpose claim, whose ID token's
+// nonce commits to the statement. It records the login's verified email
+// too, from first, the login of the same account that proposed the claim
+// (a consent login asks for no email). The statement is one
+// IssueChallenge issued for the account, and is consumed.
+func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent Consent, first Login) (Identity, error) {
+	c, err := s.statement(statement, PurposeClaim)
 	if err != nil {
 		return Identity{}, err
 	}
-	if _, host := h.Host(); host {
+	if _, host := c.Handle.Host(); host {
 		return Identity{}, Refuse(CodeUnsupported, "a host identity is claimed with a host key's signature, not a login")
+	}
+	l, err := consent.check(statement)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !c.Factor.Same(l.Account) {
+		return Identity{}, Refuse(CodeWrongKey, "the statement names %s, the login is by %s", c.Factor, l.Account)
 	}
 	v, err := s.verifyLogin(ctx, l)
 	if err != nil {
 		return Identity{}, err
 	}
+	v.consent = consent.Salt
+	if !first.Email.IsZero() {
+		if !first.Account.Same(l.Account) {
+			return Identity{}, Refuse(CodeWrongKey, "the email's login is by %s, the claim's by %s", first.Account, l.Account)
+		}
+		if _, err := s.verifyLogin(ctx, first); err != nil {
+			return Identity{}, err
+		}
+	}
 	var id Identity
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
 		var err error
-		if id, err = s.create(ctx, tx, h, v.factor, now); CodeOf(err) == CodeFactorLinked {
+		if id, err = s.create(ctx, tx, c.Handle, v.factor, now); CodeOf(err) == CodeFactorLinked {
 			return Refuse(CodeFactorLinked, "this account is already linked to another identity")
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeClaim, h, Factor{}, l, now)); err != nil {
+		if err := tx.Append(ctx, record(v, c, Factor{}, statement, "", now)); err != nil {
 			return err
 		}
-		if !l.Email.IsZero() {
-			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+		if !first.Email.IsZero() {
+			return s.appendEmail(ctx, tx, c.Handle, first, now)
 		}
 		return nil
 	})
 	return id, wrapOp("claim with login", err)
 }
 
-// LinkLogin links the login l's account to the identity h, whose proven
-// account logged in as by: by's login authorises it (an oidc.login record
-// from by's account to the new one, purpose add) and l proves it (an
-// oidc.login from the new account, purpose add).
-func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
-	if _, err := s.verifyLogin(ctx, by); err != nil {
+// LinkLogin links the login l's account to the identity the add statement
+// names (the statement names l's account): the consent login by, by an
+// account proven for the identity, authorises it (an oidc.login record
+// from by's account to the new one, purpose add, whose ID token's nonce
+// commits to the statement) and l proves it (an oidc.login from the new
+// account, purpose add). The statement is consumed.
+func (s *Service) LinkLogin(ctx context.Context, statement []byte, by Consent, l Login) error {
+	c, err := s.statement(statement, PurposeAdd)
+	if err != nil {
 		return err
 	}
+	if !c.Factor.Same(l.Account) {
+		return Refuse(CodeWrongKey, "the statement names %s, the login is by %s", c.Factor, l.Account)
+	}
+	bl, err := by.check(statement)
+	if err != nil {
+		return err
+	}
+	if bl.Account.Same(l.Account) {
+		return Refuse(CodeNotProven, "a factor cannot authorise itself")
+	}
+	bv, err := s.verifyLogin(ctx, bl)
+	if err != nil {
+		return err
+	}
+	bv.consent = by.Salt
 	if _, err := s.verifyLogin(ctx, l); err != nil {
 		return err
 	}
-	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
+	h := c.Handle
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
 		_, recs, err := tx.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
 			return Refuse(CodeUnknownIdentity, "your identity %q no longer exists", h)
@@ -179,7 +256,7 @@ func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
 		if a.Proven(l.Account) {
 			return Refuse(CodeAlreadyLinked, "this account is already linked to %q", h)
 		}
-		if !a.Proven(by.Account) {
+		if !a.Proven(bv.factor) {
 			return Refuse(CodeNotProven, "the account you are logged in with is no longer linked to %q: log in again", h)
 		}
 		if err := s.checkFree(ctx, tx, h, l.Account); CodeOf(err) == CodeFactorLinked {
@@ -187,14 +264,18 @@ func (s *Service) LinkLogin(ctx context.Context, h Handle, by, l Login) error {
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, l.Account, by, now)); err != nil {
+		if err := tx.Append(ctx, record(bv, c, l.Account, statement, "", now)); err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, loginRecord(s.server, PurposeAdd, h, Factor{}, l, now)); err != nil {
+		possession, err := s.loginRecord(PurposeAdd, h, Factor{}, l, now)
+		if err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, possession); err != nil {
 			return err
 		}
 		if !l.Email.IsZero() && !hasEmailRecord(recs, l.Account, l.Email) {
-			return tx.Append(ctx, emailRecord(s.server, h, l, now))
+			return s.appendEmail(ctx, tx, h, l, now)
 		}
 		return nil
 	})
@@ -226,7 +307,7 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 		if hasEmailRecord(recs, l.Account, l.Email) {
 			return nil
 		}
-		return tx.Append(ctx, emailRecord(s.server, h, l, now))
+		return s.appendEmail(ctx, tx, h, l, now)
 	})
 	return wrapOp("record login email", err)
 }
@@ -273,7 +354,11 @@ func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login
 			}
 		}
 		n = len(targets)
-		return nil
+		// The identity's private artifacts (its provider-verified emails
+		// and ID tokens) go; the records keep their commitments, so the
+		// log still verifies.
+		_, err = tx.EraseArtifacts(ctx, h)
+		return err
 	})
 	if err != nil {
 		return 0, wrapOp("delete", err)

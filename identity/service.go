@@ -107,7 +107,7 @@ func (s *Service) changed(ctx context.Context, handles ...Handle) {
 func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	var changed []Handle
 	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		n := &notingTx{Tx: tx}
+		n := &notingTx{Tx: tx, rand: s.rand}
 		if err := fn(ctx, n); err != nil {
 			return err
 		}
@@ -127,14 +127,22 @@ func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx
 // notingTx is a Tx that remembers whom its appends concern.
 type notingTx struct {
 	Tx
+	rand    io.Reader
 	handles []Handle
 	keys    []Factor
 }
 
-// Append appends e and notes whom it concerns. A record whose ID token a
+// Append appends e and notes whom it concerns. A record whose ID token is
+// private (Login.PublicToken unset) keeps it as an artifact it commits
+// to. A record whose ID token a
 // provider key verifies follows the oidc.jwks record of that key, which
 // is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
+	if e.privateToken && len(e.Commitments) == 0 {
+		if err := e.makePrivate(n.rand, false); err != nil {
+			return err
+		}
+	}
 	if err := recordKeySet(ctx, n.Tx, e); err != nil {
 		return err
 	}
@@ -296,6 +304,11 @@ type verified struct {
 	method    Method
 	signature []byte
 	signerKey []byte
+	// consent is the salt of a consent login's nonce, nil otherwise.
+	consent []byte
+	// private: the signature is an ID token to keep out of the public
+	// entry (see Login.PublicToken).
+	private bool
 }
 
 // verify checks p over statement. want, when not zero, is the factor p
@@ -345,7 +358,7 @@ func (s *Service) verifyLogin(ctx context.Context, l Login) (verified, error) {
 	if err := s.verifier.VerifyLogin(ctx, l); err != nil {
 		return verified{}, asRefusal(err, CodeBadSignature, "the login's ID token")
 	}
-	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey}, nil
+	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey, private: !l.PublicToken}, nil
 }
 
 // asRefusal keeps a refusal's code, and makes any other error one with
@@ -385,7 +398,7 @@ func record(v verified, c *Challenge, to Factor, statement []byte, label string,
 	return &Evidence{
 		Method: v.method, Purpose: c.Purpose, Handle: c.Handle, From: v.factor, To: to, Label: label,
 		Statement: bytes.Clone(statement), Signature: bytes.Clone(v.signature), SignerKey: v.signerKey,
-		Created: now,
+		Consent: bytes.Clone(v.consent), Created: now, privateToken: v.private,
 	}
 }
 
@@ -503,27 +516,34 @@ type SessionAddRequest struct {
 	// New is the new factor's signature over Statement, or nil to only
 	// claim the factor.
 	New *Proof
-	// Session is the login of the session that consents.
-	Session Login
+	// Consent is the login, made for this statement, by which the
+	// session's identity consents.
+	Consent Consent
 	// Label is shown with the factor.
 	Label string
 }
 
 // AddWithSession is Add with a logged-in session's consent instead of a
-// proven factor's signature: the login's ID token is recorded as the
-// consent (oidc.login), after the Verifier re-checks it.
+// proven factor's signature: a login made to approve the statement, whose
+// ID token's nonce commits to it, is recorded as the consent (oidc.login,
+// with the commitment's salt), after the Verifier re-checks it.
 func (s *Service) AddWithSession(ctx context.Context, req SessionAddRequest) error {
 	c, err := s.statement(req.Statement, PurposeAdd)
 	if err != nil {
 		return err
 	}
-	if req.Session.Account.Same(c.Factor) {
+	if req.Consent.Login.Account.Same(c.Factor) {
 		return Refuse(CodeNotProven, "a factor cannot authorise itself")
 	}
-	bv, err := s.verifyLogin(ctx, req.Session)
+	l, err := req.Consent.check(req.Statement)
 	if err != nil {
 		return err
 	}
+	bv, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return err
+	}
+	bv.consent = req.Consent.Salt
 	return s.add(ctx, c, req.Statement, req.New, &bv, req.Label)
 }
 
@@ -624,17 +644,23 @@ func (s *Service) Revoke(ctx context.Context, req RevokeRequest) error {
 	return s.revoke(ctx, c, req.Statement, bv)
 }
 
-// RevokeWithSession is Revoke with a logged-in session's consent: the
-// login's ID token is recorded as the revocation's proof.
-func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, session Login) error {
+// RevokeWithSession is Revoke with a logged-in session's consent: a
+// login made to approve the statement (its ID token's nonce commits to
+// it) is recorded as the revocation's proof.
+func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, consent Consent) error {
 	c, err := s.statement(statement, PurposeRevoke)
 	if err != nil {
 		return err
 	}
-	bv, err := s.verifyLogin(ctx, session)
+	l, err := consent.check(statement)
 	if err != nil {
 		return err
 	}
+	bv, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return err
+	}
+	bv.consent = consent.Salt
 	return s.revoke(ctx, c, statement, bv)
 }
 

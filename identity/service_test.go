@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -106,6 +107,60 @@ func (e *env) login(name string) identity.Login {
 		ClientID: "kith", AuthTime: e.clock, IDToken: "token-" + name, SigningKey: []byte("jwk")}
 	e.v.AddLogin(l)
 	return l
+}
+
+// consentOf returns l (a login the verifier accepts) as a consent login
+// approving statement: the verifier accepts its token only with the nonce
+// that commits to the statement.
+func (e *env) consentOf(l identity.Login, statement []byte) identity.Consent {
+	salt := make([]byte, identity.ConsentSaltSize)
+	crand.Read(salt)
+	l.Nonce = identity.ConsentNonce(statement, salt)
+	l.IDToken += "-consent-" + l.Nonce
+	e.v.AddLogin(l)
+	l.Nonce = "" // the frontend does not set it; the Service does
+	return identity.Consent{Login: l, Salt: salt}
+}
+
+// claimLoginErr claims h with a consent login l.
+func (e *env) claimLoginErr(h string, l identity.Login) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, h, l.Account)
+	if err != nil {
+		return err
+	}
+	_, err = e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement), l)
+	return err
+}
+
+// claimLogin claims h with a consent login l, or fails the test.
+func (e *env) claimLogin(h string, l identity.Login) {
+	e.t.Helper()
+	if err := e.claimLoginErr(h, l); err != nil {
+		e.t.Fatalf("claim %s with login %s: %v", h, l.Account, err)
+	}
+}
+
+// linkLoginErr links l's account to h, approved by a consent login of by.
+func (e *env) linkLoginErr(h string, by, l identity.Login) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, h, l.Account)
+	if err != nil {
+		return err
+	}
+	return e.svc.LinkLogin(e.ctx, c.Statement, e.consentOf(by, c.Statement), l)
+}
+
+// addWithSession adds f to h with f's signature, approved by a consent
+// login of l.
+func (e *env) addWithSessionErr(h string, f identity.Factor, withNew bool, l identity.Login) error {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, h, f)
+	if err != nil {
+		return err
+	}
+	req := identity.SessionAddRequest{Statement: c.Statement, Consent: e.consentOf(l, c.Statement)}
+	if withNew {
+		req.New = sign(f, c.Statement)
+	}
+	return e.svc.AddWithSession(e.ctx, req)
 }
 
 func (e *env) issue(p identity.Purpose, h string, f identity.Factor) *identity.Challenge {
@@ -263,7 +318,7 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"a login claiming a bad handle", identity.CodeBadHandle, func(e *env) func() error {
 			l := e.login("carol")
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "ca_rol", l); return err }
+			return func() error { return e.claimLoginErr("ca_rol", l) }
 		}},
 		{"a host name the operator does not list", identity.CodeHostNotAllowed, func(e *env) func() error {
 			return func() error {
@@ -290,9 +345,14 @@ func TestServiceRefusals(t *testing.T) {
 			}
 		}},
 		{"a login claiming a taken handle", identity.CodeHandleTaken, func(e *env) func() error {
-			e.claim("alice", k1)
 			l := e.login("carol")
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); return err }
+			c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, "alice", l.Account)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			cl := e.consentOf(l, c.Statement)
+			e.claim("alice", k1)
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"an add challenge for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeAdd, "nobody", k1); return err }
@@ -312,7 +372,14 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"a login linked to no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			by, l := e.login("carol"), e.login("carol2")
-			return func() error { return e.svc.LinkLogin(e.ctx, "nobody", by, l) }
+			c, err := identity.NewChallenge(server, identity.PurposeAdd, "nobody", l.Account, make([]byte, 32), e.clock)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if err := e.st.SaveChallenge(e.ctx, c); err != nil {
+				e.t.Fatal(err)
+			}
+			return func() error { return e.svc.LinkLogin(e.ctx, c.Statement, e.consentOf(by, c.Statement), l) }
 		}},
 		{"deleting no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			l := e.login("carol")
@@ -330,13 +397,17 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"a login by an account that is not OpenID Connect", identity.CodeBadFactor, func(e *env) func() error {
 			l := e.login("carol")
-			l.Account = k1
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+			c := e.issue(identity.PurposeClaim, "carol", k1)
+			cl := e.consentOf(l, c.Statement)
+			cl.Login.Account = k1
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a login with a bad verified email", identity.CodeBadFactor, func(e *env) func() error {
 			l := e.login("carol")
-			l.Email = identity.Factor{Kind: identity.KindEmail, Value: "not an address"}
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+			c := e.issue(identity.PurposeClaim, "carol", l.Account)
+			cl := e.consentOf(l, c.Statement)
+			cl.Login.Email = identity.Factor{Kind: identity.KindEmail, Value: "not an address"}
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a claim by an OpenPGP key that is not stored", identity.CodeUnknownKey, func(e *env) func() error {
 			c := e.issue(identity.PurposeClaim, "alice", pA)
@@ -434,13 +505,18 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"a login whose ID token does not verify", identity.CodeBadSignature, func(e *env) func() error {
 			l := e.login("carol")
-			l.IDToken = "forged"
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); return err }
+			c := e.issue(identity.PurposeClaim, "carol", l.Account)
+			cl := e.consentOf(l, c.Statement)
+			cl.Login.IDToken = "forged"
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"a login for another account than its ID token's", identity.CodeBadSignature, func(e *env) func() error {
 			l := e.login("carol")
-			l.Account = identity.OIDCFactor("https://id.example.org", "mallory")
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "mallory", l); return err }
+			mallory := identity.OIDCFactor("https://id.example.org", "mallory")
+			c := e.issue(identity.PurposeClaim, "mallory", mallory)
+			cl := e.consentOf(l, c.Statement)
+			cl.Login.Account = mallory
+			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, cl, cl.Login); return err }
 		}},
 		{"an SSH signature in another namespace", identity.CodeWrongNamespace, func(e *env) func() error {
 			c := e.issue(identity.PurposeClaim, "alice", k1)
@@ -491,10 +567,8 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"a login claim by an account proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
 			l := e.login("carol")
-			if _, err := e.svc.ClaimWithLogin(e.ctx, "carol", l); err != nil {
-				e.t.Fatal(err)
-			}
-			return func() error { _, err := e.svc.ClaimWithLogin(e.ctx, "carol2", l); return err }
+			e.claimLogin("carol", l)
+			return func() error { return e.claimLoginErr("carol2", l) }
 		}},
 		{"linking an account proven for another identity", identity.CodeFactorLinked, func(e *env) func() error {
 			a, b := e.login("a"), e.login("b")
@@ -502,11 +576,9 @@ func TestServiceRefusals(t *testing.T) {
 				h string
 				l identity.Login
 			}{{"aa", a}, {"bb", b}} {
-				if _, err := e.svc.ClaimWithLogin(e.ctx, x.h, x.l); err != nil {
-					e.t.Fatal(err)
-				}
+				e.claimLogin(x.h, x.l)
 			}
-			return func() error { return e.svc.LinkLogin(e.ctx, "aa", a, b) }
+			return func() error { return e.linkLoginErr("aa", a, b) }
 		}},
 		{"an add of a factor already proven here", identity.CodeAlreadyLinked, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -515,13 +587,11 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"linking an account already linked here", identity.CodeAlreadyLinked, func(e *env) func() error {
 			a, b := e.login("a"), e.login("b")
-			if _, err := e.svc.ClaimWithLogin(e.ctx, "aa", a); err != nil {
+			e.claimLogin("aa", a)
+			if err := e.linkLoginErr("aa", a, b); err != nil {
 				e.t.Fatal(err)
 			}
-			if err := e.svc.LinkLogin(e.ctx, "aa", a, b); err != nil {
-				e.t.Fatal(err)
-			}
-			return func() error { return e.svc.LinkLogin(e.ctx, "aa", a, b) }
+			return func() error { return e.linkLoginErr("aa", a, b) }
 		}},
 		{"consent by a factor not proven here", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -535,17 +605,46 @@ func TestServiceRefusals(t *testing.T) {
 		{"a session authorising its own account", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
 			l := e.login("carol")
-			c := e.issue(identity.PurposeAdd, "alice", l.Account)
-			return func() error {
-				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, Session: l})
-			}
+			return func() error { return e.addWithSessionErr("alice", l.Account, false, l) }
 		}},
 		{"a session whose account is not proven here consenting", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
 			l := e.login("carol")
-			c := e.issue(identity.PurposeAdd, "alice", k2)
+			return func() error { return e.addWithSessionErr("alice", k2, true, l) }
+		}},
+		{"a session's consent login made for another statement", identity.CodeBadSignature, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			other := e.issue(identity.PurposeAdd, "alice", k2)
+			c := e.issue(identity.PurposeAdd, "alice", k1)
+			cl := e.consentOf(l, other.Statement)
 			return func() error {
-				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k2, c.Statement), Session: l})
+				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Consent: cl})
+			}
+		}},
+		{"a session's login that commits to no statement", identity.CodeBadRequest, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			c := e.issue(identity.PurposeAdd, "alice", k1)
+			return func() error {
+				return e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Consent: identity.Consent{Login: l}})
+			}
+		}},
+		{"a session's plain login token offered as consent", identity.CodeBadSignature, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			c := e.issue(identity.PurposeRevoke, "alice", l.Account)
+			salt := make([]byte, identity.ConsentSaltSize)
+			return func() error {
+				return e.svc.RevokeWithSession(e.ctx, c.Statement, identity.Consent{Login: l, Salt: salt})
+			}
+		}},
+		{"a claim login for another account than the statement's", identity.CodeWrongKey, func(e *env) func() error {
+			l := e.login("carol")
+			c := e.issue(identity.PurposeClaim, "carol", identity.OIDCFactor("https://id.example.org", "dave"))
+			return func() error {
+				_, err := e.svc.ClaimWithLogin(e.ctx, c.Statement, e.consentOf(l, c.Statement), l)
+				return err
 			}
 		}},
 		{"a revocation by a factor not proven here", identity.CodeNotProven, func(e *env) func() error {
@@ -557,7 +656,7 @@ func TestServiceRefusals(t *testing.T) {
 			e.claim("alice", k1)
 			l := e.login("carol")
 			c := e.issue(identity.PurposeRevoke, "alice", k1)
-			return func() error { return e.svc.RevokeWithSession(e.ctx, c.Statement, l) }
+			return func() error { return e.svc.RevokeWithSession(e.ctx, c.Statement, e.consentOf(l, c.Statement)) }
 		}},
 		{"an email recorded for an account not proven here", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -574,7 +673,7 @@ func TestServiceRefusals(t *testing.T) {
 		{"an account link by a session not proven here", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
 			by, l := e.login("carol"), e.login("carol2")
-			return func() error { return e.svc.LinkLogin(e.ctx, "alice", by, l) }
+			return func() error { return e.linkLoginErr("alice", by, l) }
 		}},
 		{"possession of a factor nobody authorised", identity.CodeNotAuthorized, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -717,11 +816,8 @@ func TestServiceTrustRules(t *testing.T) {
 		}},
 		{"a session's consent and the factor's possession prove it", func(t *testing.T, e *env) {
 			l := e.login("alice")
-			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
-				t.Fatal(err)
-			}
-			c := e.issue(identity.PurposeAdd, "alice", k1)
-			if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+			e.claimLogin("alice", l)
+			if err := e.addWithSessionErr("alice", k1, true, l); err != nil {
 				t.Fatal(err)
 			}
 			e.wantLevel("alice", k1, identity.LevelProven)
@@ -912,11 +1008,8 @@ func TestServiceTrustRules(t *testing.T) {
 		}},
 		{"deletion revokes every factor, the session's account last", func(t *testing.T, e *env) {
 			l := e.login("alice")
-			if _, err := e.svc.ClaimWithLogin(e.ctx, "alice", l); err != nil {
-				t.Fatal(err)
-			}
-			c := e.issue(identity.PurposeAdd, "alice", k1)
-			if err := e.svc.AddWithSession(e.ctx, identity.SessionAddRequest{Statement: c.Statement, New: sign(k1, c.Statement), Session: l}); err != nil {
+			e.claimLogin("alice", l)
+			if err := e.addWithSessionErr("alice", k1, true, l); err != nil {
 				t.Fatal(err)
 			}
 			n, err := e.svc.DeleteWithSession(e.ctx, "alice", l)

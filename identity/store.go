@@ -29,7 +29,8 @@ type IdentityReader interface {
 // LogReader pages through the evidence log.
 type LogReader interface {
 	// Log returns up to limit records with Seq > after, in log order,
-	// with every byte (statements, signatures, signer keys, hashes).
+	// with every byte (statements, signatures, signer keys, hashes) of
+	// their public form (Evidence.Public): no private artifact.
 	Log(ctx context.Context, after int64, limit int) ([]Evidence, error)
 }
 
@@ -63,12 +64,20 @@ type Tx interface {
 	// ErrNonceUsed if it was used before, ErrChallengeExpired if it
 	// expired before now.
 	ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*EmailToken, error)
+	// EraseArtifacts deletes the private artifacts (Evidence.Artifacts)
+	// of every record naming h, and the addresses of its committed email
+	// factors, and returns how many records lost them. The records and
+	// their commitments stay.
+	EraseArtifacts(ctx context.Context, h Handle) (int, error)
 }
 
 // Store is the identity store.
 type Store interface {
 	IdentityReader
 	LogReader
+	// IdentityArtifacts returns the private artifacts of the records
+	// naming h, in log order: what the identity's owner may read.
+	IdentityArtifacts(ctx context.Context, h Handle) ([]RecordArtifacts, error)
 	// LinkedKeys returns the OpenPGP key factors that an identity's
 	// records name: among those whose values are in among, or all of
 	// them when among is nil.
@@ -121,8 +130,9 @@ type Verifier interface {
 	// VerifyLogin re-checks a completed OpenID Connect login: its ID
 	// token must verify with its SigningKey, be issued by the account's
 	// issuer to its ClientID, be about the account's subject, and, when
-	// Email is set, assert that email as verified. It returns an *Error
-	// with code bad_signature when it does not.
+	// Email is set, assert that email as verified, and, when Nonce is
+	// set, carry that nonce. It returns an *Error with code bad_signature
+	// when it does not.
 	VerifyLogin(ctx context.Context, l Login) error
 }
 

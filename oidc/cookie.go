@@ -30,8 +30,10 @@ const FlowLifetime = 10 * time.Minute
 const CookieKeySize = 32
 
 // maxCookieLen caps what open will decode; a sealed flow is about 300
-// bytes.
-const maxCookieLen = 3000
+// bytes, and up to about 3,500 with what a consent login carries
+// (BeginOptions.Pending), under the 4,096 bytes browsers keep of a
+// cookie.
+const maxCookieLen = 4000
 
 // flowState is what the cookie carries. Short JSON names keep it small.
 type flowState struct {
@@ -40,6 +42,7 @@ type flowState struct {
 	Nonce    string `json:"n"`
 	Verifier string `json:"v"`
 	Next     string `json:"x"`
+	Pending  string `json:"d,omitempty"`
 	Expires  int64  `json:"e"` // Unix seconds
 }
 

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,7 +27,45 @@ import (
 // success; on error (ErrProviderUnavailable when the provider cannot be
 // discovered) the caller renders the error page.
 func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) error {
+	return p.BeginWith(w, r, BeginOptions{Next: next})
+}
+
+// BeginOptions are the choices of a login's start.
+type BeginOptions struct {
+	// Next is where the login returns (through SafeNext).
+	Next string
+	// Nonce, when set, is the nonce to send instead of a random one: a
+	// consent login's commitment to the statement it approves (as
+	// OpenPubkey does), which must itself hold at least 128 bits of
+	// randomness. Finish checks the ID token carries it, as always.
+	Nonce string
+	// Pending is what the caller needs back when the login finishes
+	// (Login.Pending): sealed in the flow cookie with the rest, so nobody
+	// but this server reads or changes it. At most MaxPending bytes.
+	Pending string
+	// Scopes, when set, are the scopes to ask for instead of the
+	// provider's configured ones: a consent login asks for "openid" only,
+	// so that its ID token carries no email or name.
+	Scopes []string
+}
+
+// MaxPending is the most BeginOptions.Pending may hold.
+const MaxPending = 2600
+
+// minNonceLen is the shortest nonce BeginWith takes from its caller:
+// 22 base64url characters are 128 bits.
+const minNonceLen = 22
+
+// BeginWith is Begin with the nonce and pending data of opts.
+func (p *Provider) BeginWith(w http.ResponseWriter, r *http.Request, opts BeginOptions) error {
 	ctx := r.Context()
+	next := opts.Next
+	if len(opts.Pending) > MaxPending {
+		return fmt.Errorf("oidc: %s: begin: %d bytes pending, at most %d fit in the flow cookie", p.cfg.Name, len(opts.Pending), MaxPending)
+	}
+	if opts.Nonce != "" && (len(opts.Nonce) < minNonceLen || len(opts.Nonce) > 255 || printable(opts.Nonce, 255) != opts.Nonce) {
+		return fmt.Errorf("oidc: %s: begin: a nonce must be %d to 255 printable characters, not %d", p.cfg.Name, minNonceLen, len(opts.Nonce))
+	}
 	d, err := p.discover(ctx)
 	if err != nil {
 		return err
@@ -35,9 +74,11 @@ func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) er
 	if err != nil {
 		return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
 	}
-	nonce, err := randomToken()
-	if err != nil {
-		return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
+	nonce := opts.Nonce
+	if nonce == "" {
+		if nonce, err = randomToken(); err != nil {
+			return fmt.Errorf("oidc: %s: begin: %w", p.cfg.Name, err)
+		}
 	}
 	verifier := oauth2.GenerateVerifier()
 	now := p.now()
@@ -50,6 +91,7 @@ func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) er
 		Nonce:    nonce,
 		Verifier: verifier,
 		Next:     safe,
+		Pending:  opts.Pending,
 		Expires:  now.Add(FlowLifetime).Unix(),
 	})
 	if err != nil {
@@ -57,7 +99,11 @@ func (p *Provider) Begin(w http.ResponseWriter, r *http.Request, next string) er
 	}
 	http.SetCookie(w, flowCookie(name, value, secure, now.Add(FlowLifetime)))
 	w.Header().Set("Cache-Control", "no-store")
-	target := d.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), gooidc.Nonce(nonce))
+	authOpts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), gooidc.Nonce(nonce)}
+	if len(opts.Scopes) > 0 {
+		authOpts = append(authOpts, oauth2.SetAuthURLParam("scope", strings.Join(opts.Scopes, " ")))
+	}
+	target := d.oauth.AuthCodeURL(state, authOpts...)
 	p.log.DebugContext(ctx, "oidc: login begun", slog.String("next", safe), slog.Bool("next_refused", safe != next))
 	http.Redirect(w, r, target, http.StatusFound)
 	return nil
@@ -146,6 +192,9 @@ func (p *Provider) finish(w http.ResponseWriter, r *http.Request) (*Login, error
 		IssuedAt:          claims.IssuedAt,
 		Expiry:            claims.Expiry,
 		Next:              SafeNext(flow.Next),
+		Nonce:             claims.Nonce,
+		Pending:           flow.Pending,
+		MinimalClaims:     minimalClaims(raw),
 	}, nil
 }
 
@@ -291,4 +340,36 @@ func printable(s string, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// minimalTokenClaims are the claims an ID token may carry and still tell
+// nothing about its account beyond the account itself: issuer, subject,
+// audience, times, nonce and the protocol's own.
+var minimalTokenClaims = map[string]bool{
+	"iss": true, "sub": true, "aud": true, "azp": true, "exp": true, "iat": true, "nbf": true, "auth_time": true,
+	"nonce": true, "at_hash": true, "c_hash": true, "s_hash": true, "sid": true, "jti": true, "amr": true, "acr": true,
+	"typ": true, "client_id": true,
+}
+
+// minimalClaims reports whether the (verified) token's payload holds only
+// minimalTokenClaims.
+func minimalClaims(raw string) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(payload, &m) != nil {
+		return false
+	}
+	for k := range m {
+		if !minimalTokenClaims[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -147,7 +147,9 @@ func (h *harness) provider(name string) *Provider {
 }
 
 func (h *harness) begin(w http.ResponseWriter, r *http.Request) {
-	if err := h.providers.Begin(w, r, r.PathValue("name"), r.URL.Query().Get("next")); err != nil {
+	q := r.URL.Query()
+	opts := BeginOptions{Next: q.Get("next"), Nonce: q.Get("nonce"), Pending: q.Get("pending")}
+	if err := h.providers.BeginWith(w, r, r.PathValue("name"), opts); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	}
 }
@@ -179,7 +181,13 @@ func (h *harness) browser() *http.Client {
 // the browser to, without visiting it.
 func (h *harness) authorize(b *http.Client, name, next string, user oidctest.User) *url.URL {
 	h.t.Helper()
-	resp, err := b.Get(h.rp.URL + "/login/" + name + "?next=" + url.QueryEscape(next))
+	return h.authorizeAt(b, h.rp.URL+"/login/"+name+"?next="+url.QueryEscape(next), user)
+}
+
+// authorizeAt is authorize from the begin URL given.
+func (h *harness) authorizeAt(b *http.Client, begin string, user oidctest.User) *url.URL {
+	h.t.Helper()
+	resp, err := b.Get(begin)
 	if err != nil {
 		h.t.Fatal(err)
 	}

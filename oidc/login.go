@@ -64,6 +64,15 @@ type Login struct {
 	// Next is where to send the person now: a same-site path (see
 	// SafeNext), "/" by default.
 	Next string
+	// Nonce is the token's nonce, the one the login sent (a consent
+	// login's commitment, see BeginOptions.Nonce).
+	Nonce string
+	// Pending is what BeginOptions.Pending handed to the login's start.
+	Pending string
+	// MinimalClaims reports that the ID token carries nothing but the
+	// account, the client, times, the nonce and the protocol's claims (as
+	// a consent login's, with scope openid, should): nothing private.
+	MinimalClaims bool
 }
 
 // Claims are the claims of a verified ID token that Kith reads (see Login

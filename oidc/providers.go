@@ -62,6 +62,16 @@ func (ps *Providers) Begin(w http.ResponseWriter, r *http.Request, name, next st
 	return p.Begin(w, r, next)
 }
 
+// BeginWith starts a login at the named provider with opts (see
+// Provider.BeginWith); an unknown name is ErrUnknownProvider.
+func (ps *Providers) BeginWith(w http.ResponseWriter, r *http.Request, name string, opts BeginOptions) error {
+	p, ok := ps.Get(name)
+	if !ok {
+		return fmt.Errorf("oidc: begin %q: %w", name, ErrUnknownProvider)
+	}
+	return p.BeginWith(w, r, opts)
+}
+
 // Finish completes a login at the named provider (see Provider.Finish); an
 // unknown name is ErrUnknownProvider.
 func (ps *Providers) Finish(w http.ResponseWriter, r *http.Request, name string) (*Login, error) {

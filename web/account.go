@@ -1,7 +1,8 @@
 // account.go: the account page (/account) and its forms: linking SSH and
 // OpenPGP keys by signing a challenge, unlinking factors, ending sessions.
-// The session stands for the identity's consent: its login is the "factor
-// already proven" of each link.
+// A session logged in with an OpenID account approves each change with a
+// consent login at its provider (consent.go), the "factor already proven"
+// of each link; one logged in by key signs each change with that key.
 
 package web
 
@@ -233,26 +234,23 @@ func (h *Handler) serveVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	label := ssh.SanitizeComment(r.PostFormValue("label"))
-	if l.byKey() {
-		bySig := pastedSignature(r.PostFormValue("by_signature"))
-		if bySig == nil {
-			again(http.StatusBadRequest, "Paste the signature by the key you logged in with too.")
-			return
-		}
-		err = h.deps.Identities.Add(r.Context(), identity.AddRequest{
-			Statement: statement,
-			New:       &identity.Proof{Signature: []byte(sig)},
-			By:        &identity.Proof{Factor: h.byFactor(r, s), Signature: bySig},
-			Label:     label,
-		})
-	} else {
-		err = h.deps.Identities.AddWithSession(r.Context(), identity.SessionAddRequest{
-			Statement: statement,
-			New:       &identity.Proof{Signature: []byte(sig)},
-			Session:   l.login(),
-			Label:     label,
-		})
+	if !l.byKey() {
+		// The session's provider approves the link: a login whose nonce
+		// commits to the statement, after which finishConsent links.
+		h.beginConsent(w, r, s, pendingConsent{Action: consentAdd, Handle: s.Handle, Statement: string(statement), Signature: sig, Label: label}, "/account")
+		return
 	}
+	bySig := pastedSignature(r.PostFormValue("by_signature"))
+	if bySig == nil {
+		again(http.StatusBadRequest, "Paste the signature by the key you logged in with too.")
+		return
+	}
+	err = h.deps.Identities.Add(r.Context(), identity.AddRequest{
+		Statement: statement,
+		New:       &identity.Proof{Signature: []byte(sig)},
+		By:        &identity.Proof{Factor: h.byFactor(r, s), Signature: bySig},
+		Label:     label,
+	})
 	if err != nil {
 		code := identity.CodeOf(err)
 		if code == "" {
@@ -303,12 +301,8 @@ func (h *Handler) serveUnlink(w http.ResponseWriter, r *http.Request) {
 		h.refusal(w, r, "Not unlinked", err)
 		return
 	}
-	if err := h.deps.Identities.RevokeWithSession(ctx, c.Statement, l.login()); err != nil {
-		h.refusal(w, r, "Not unlinked", err)
-		return
-	}
-	h.log.InfoContext(ctx, "web: factor unlinked", slog.String("kind", string(st.Factor.Kind)), slog.String("handle", string(s.Handle)))
-	http.Redirect(w, r, "/account?done=unlinked", http.StatusSeeOther)
+	// The session's provider approves the unlinking (finishConsent).
+	h.beginConsent(w, r, s, pendingConsent{Action: consentRevoke, Handle: s.Handle, Statement: string(c.Statement)}, "/account")
 }
 
 // keySessionLimit says what a session opened by a key cannot do.

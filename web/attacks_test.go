@@ -180,7 +180,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	cb := b.approve(b.beginAtProvider("kith", "/"), alice)
 	p := b.get(cb.String())
 	pendingToken := b.cookie("kith-session").Value
-	p = b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})
+	b.as = alice
+	p = b.consent(b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}}))
 	token := b.cookie("kith-session").Value
 	csrf := p.csrf(t)
 	keyPath, pub := sshKey(t)

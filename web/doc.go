@@ -20,8 +20,14 @@
 //     and OpenPGP keys by the identity package's challenges, linking more
 //     OpenID accounts, unlinking, sessions, and deleting the account;
 //   - handing completed logins to the identity service, which records
-//     them (oidc.login and oidc.email-verified, with the raw ID token and
-//     the provider's JWK; identity/verify re-checks them);
+//     them (oidc.login and oidc.email-verified, with the provider's JWK;
+//     identity/verify re-checks them), and consent logins (consent.go):
+//     each change a session makes is approved by a fresh login at its
+//     provider, scope openid, whose nonce commits to the change's
+//     statement;
+//   - the owner's download of their private artifacts (the verified
+//     emails and ID tokens the public log only commits to),
+//     /account/artifacts;
 //   - "corroborated" emails: a user ID email of a linked key that a
 //     provider of the same identity verified, computed when shown.
 //

@@ -30,7 +30,10 @@ type loginData struct {
 	AuthTime       time.Time       `json:"auth_time"`
 	IDToken        string          `json:"id_token"`
 	SigningKey     json.RawMessage `json:"jwk"`
-	Next           string          `json:"next,omitempty"`
+	// PublicToken: the ID token carries nothing private (a consent
+	// login's), so its record may show it.
+	PublicToken bool   `json:"public_token,omitempty"`
+	Next        string `json:"next,omitempty"`
 	// KeyKind and KeyValue are set for a login by key (LoginWithKey):
 	// the session's account is then that key, and its consent to a
 	// change is that key's signature, asked for each time.
@@ -51,6 +54,7 @@ func newLoginData(l *oidc.Login, clientID string) *loginData {
 		Provider: l.Provider, ClientID: clientID, Issuer: l.Issuer, Subject: l.Subject,
 		Email: l.Email, EmailVerified: l.EmailVerified, ProposedHandle: l.ProposedHandle,
 		AuthTime: at.UTC(), IDToken: l.RawIDToken, SigningKey: json.RawMessage(l.SigningKey), Next: l.Next,
+		PublicToken: l.MinimalClaims,
 	}
 }
 
@@ -94,21 +98,8 @@ func (l *loginData) verifiedEmail() identity.Factor {
 func (l *loginData) login() identity.Login {
 	return identity.Login{
 		Account: l.account(), Provider: l.Provider, ClientID: l.ClientID, AuthTime: l.AuthTime,
-		IDToken: l.IDToken, SigningKey: []byte(l.SigningKey), Email: l.verifiedEmail(),
+		IDToken: l.IDToken, SigningKey: []byte(l.SigningKey), Email: l.verifiedEmail(), PublicToken: l.PublicToken,
 	}
-}
-
-// claimWithLogin creates the identity with handle h, with the login's
-// account as its first, proven factor. A refusal writes nothing.
-func (h *Handler) claimWithLogin(ctx context.Context, handle identity.Handle, l *loginData) error {
-	_, err := h.deps.Identities.ClaimWithLogin(ctx, string(handle), l.login())
-	return err
-}
-
-// linkAccount links the login's account to the session's identity, with
-// the session's login as the consent. A refusal writes nothing.
-func (h *Handler) linkAccount(ctx context.Context, handle identity.Handle, by, l *loginData) error {
-	return h.deps.Identities.LinkLogin(ctx, handle, by.login(), l.login())
 }
 
 // recordEmail records the login's verified email for the identity when

@@ -47,13 +47,13 @@ type Identities interface {
 	WhoProves(ctx context.Context, f identity.Factor) (identity.Handle, error)
 	// IssueChallenge issues a statement to sign.
 	IssueChallenge(ctx context.Context, purpose identity.Purpose, handle string, f identity.Factor) (*identity.Challenge, error)
-	// AddWithSession links a factor with a session's consent;
+	// AddWithSession links a factor with a consent login's approval;
 	// RevokeWithSession unlinks one.
 	AddWithSession(ctx context.Context, req identity.SessionAddRequest) error
-	RevokeWithSession(ctx context.Context, statement []byte, session identity.Login) error
+	RevokeWithSession(ctx context.Context, statement []byte, consent identity.Consent) error
 	// ClaimWithLogin, LinkLogin and RecordLoginEmail record logins.
-	ClaimWithLogin(ctx context.Context, handle string, l identity.Login) (identity.Identity, error)
-	LinkLogin(ctx context.Context, h identity.Handle, by, l identity.Login) error
+	ClaimWithLogin(ctx context.Context, statement []byte, consent identity.Consent, first identity.Login) (identity.Identity, error)
+	LinkLogin(ctx context.Context, statement []byte, by identity.Consent, l identity.Login) error
 	RecordLoginEmail(ctx context.Context, h identity.Handle, l identity.Login) error
 	// Claim creates an identity with a signed claim statement; Add links
 	// a factor with signatures; LoginWithKey checks a signed login
@@ -61,6 +61,9 @@ type Identities interface {
 	Claim(ctx context.Context, req identity.ClaimRequest) (identity.Identity, error)
 	Add(ctx context.Context, req identity.AddRequest) error
 	LoginWithKey(ctx context.Context, statement []byte, p identity.Proof) (identity.Handle, identity.Factor, error)
+	// IdentityArtifacts returns the private artifacts of an identity's
+	// records, for its owner.
+	IdentityArtifacts(ctx context.Context, h identity.Handle) ([]identity.RecordArtifacts, error)
 	// DeleteWithSession ends an identity.
 	DeleteWithSession(ctx context.Context, h identity.Handle, session identity.Login) (int, error)
 }
@@ -72,8 +75,10 @@ type Providers interface {
 	Names() []string
 	// Get returns a provider by name.
 	Get(name string) (*oidc.Provider, bool)
-	// Begin and Finish run the authorization code flow.
+	// Begin and Finish run the authorization code flow; BeginWith
+	// starts a consent login.
 	Begin(w http.ResponseWriter, r *http.Request, name, next string) error
+	BeginWith(w http.ResponseWriter, r *http.Request, name string, opts oidc.BeginOptions) error
 	Finish(w http.ResponseWriter, r *http.Request, name string) (*oidc.Login, error)
 }
 
@@ -215,6 +220,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"POST /account/verify", h.serveVerify},
 		{"POST /account/unlink", h.serveUnlink},
 		{"POST /account/sessions/end", h.serveEndSessions},
+		{"GET /account/artifacts", h.serveArtifacts},
 		{"POST /account/delete", h.serveDelete},
 		{"GET /static/kith.css", serveCSS},
 	}

@@ -154,6 +154,9 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool) *site {
 type browser struct {
 	s *site
 	c *http.Client
+	// as is the account the browser last logged in with at the
+	// provider, which approves its changes (consent logins).
+	as oidctest.User
 }
 
 func (s *site) browser() *browser {
@@ -261,7 +264,28 @@ func (b *browser) approve(id string, user oidctest.User) *url.URL {
 // redirect, and returns the page it ends on.
 func (b *browser) login(name, next string, user oidctest.User) page {
 	b.s.t.Helper()
+	if b.as.Subject == "" {
+		b.as = user
+	}
 	return b.get(b.approve(b.beginAtProvider(name, next), user).String())
+}
+
+// atProvider returns the request ID of the provider's login form that p
+// is, or fails the test.
+func (b *browser) atProvider(p page) string {
+	t := b.s.t
+	t.Helper()
+	if p.status != http.StatusOK || p.url.Path != "/login" || !strings.HasPrefix(p.url.String(), b.s.op.Issuer) {
+		t.Fatalf("want the provider's login form (a consent login), got %d at %s:\n%s", p.status, p.url, p.body)
+	}
+	return p.url.Query().Get("authRequestID")
+}
+
+// consent approves at the provider, as the browser's account, the change
+// whose consent login p is, and returns the page Kith ends on.
+func (b *browser) consent(p page) page {
+	b.s.t.Helper()
+	return b.get(b.approve(b.atProvider(p), b.as).String())
 }
 
 // signUp logs in as a new user and claims handle.
@@ -272,7 +296,7 @@ func (b *browser) signUp(user oidctest.User, handle string) page {
 	if p.url.Path != "/login/choose-handle" {
 		t.Fatalf("first login ended at %s, want /login/choose-handle:\n%s", p.url, p.body)
 	}
-	p = b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {handle}})
+	p = b.consent(b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {handle}}))
 	if p.status != http.StatusOK || p.url.Path != "/account" {
 		t.Fatalf("claim %s: %d at %s:\n%s", handle, p.status, p.url, p.body)
 	}
@@ -362,6 +386,6 @@ func (b *browser) linkSSHKey(keyPath, pub string) page {
 	if !strings.Contains(p.body, html.EscapeString(string(statement))) {
 		t.Fatalf("the page does not show the statement it sends back")
 	}
-	return b.post("/account/verify", url.Values{"csrf": {p.csrf(t)}, "statement": {p.field(t, "statement")},
-		"label": {p.field(t, "label")}, "signature": {sshSign(t, keyPath, statement)}})
+	return b.consent(b.post("/account/verify", url.Values{"csrf": {p.csrf(t)}, "statement": {p.field(t, "statement")},
+		"label": {p.field(t, "label")}, "signature": {sshSign(t, keyPath, statement)}}))
 }

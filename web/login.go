@@ -132,6 +132,10 @@ func (h *Handler) serveCallback(w http.ResponseWriter, r *http.Request) {
 	p, _ := h.deps.Providers.Get(name)
 	l := newLoginData(login, p.Config().ClientID)
 	acct := l.account()
+	if login.Pending != "" {
+		h.finishConsent(w, r, login, l)
+		return
+	}
 
 	cur, err := h.current(r)
 	if err != nil {
@@ -193,7 +197,21 @@ func (h *Handler) linkLogin(w http.ResponseWriter, r *http.Request, cur *session
 		h.fail(w, r, http.StatusForbidden, "Account not linked", "You logged in with a key; to link an OpenID account, log out and log in with it, or link it from a session opened with an account already linked. Nothing was stored.")
 		return
 	}
-	err = h.linkAccount(ctx, cur.Handle, by, l)
+	switch other, err := h.deps.Identities.WhoProves(ctx, l.account()); {
+	case err == nil && other == cur.Handle:
+		http.Redirect(w, r, "/account?done=already-linked", http.StatusSeeOther)
+		return
+	case err == nil:
+		h.refusal(w, r, "Account not linked", identity.Refuse(identity.CodeFactorLinked,
+			"this account is linked to another identity: log in with it and unlink it there first"))
+		return
+	case identity.CodeOf(err) != identity.CodeNotLinked:
+		h.internal(w, r, err)
+		return
+	}
+	// The session's account approves the link with a consent login at
+	// its provider, which the new account's login rides along to.
+	c, err := h.deps.Identities.IssueChallenge(ctx, identity.PurposeAdd, string(cur.Handle), l.account())
 	if identity.CodeOf(err) == identity.CodeAlreadyLinked {
 		http.Redirect(w, r, "/account?done=already-linked", http.StatusSeeOther)
 		return
@@ -202,8 +220,7 @@ func (h *Handler) linkLogin(w http.ResponseWriter, r *http.Request, cur *session
 		h.refusal(w, r, "Account not linked", err)
 		return
 	}
-	h.log.InfoContext(ctx, "web: account linked", slog.String("provider", l.Provider), slog.String("handle", string(cur.Handle)))
-	http.Redirect(w, r, "/account?done=account-linked", http.StatusSeeOther)
+	h.beginConsent(w, r, cur, pendingConsent{Action: consentLink, Handle: cur.Handle, Statement: string(c.Statement), Link: l}, "/account")
 }
 
 // pendingLogin returns the request's pending session and its login, or
@@ -276,7 +293,10 @@ func (h *Handler) serveClaimHandle(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusBadRequest, "A handle is 2 to 39 lower-case letters, digits and hyphens, not starting or ending with a hyphen.")
 		return
 	}
-	err = h.claimWithLogin(ctx, hd, l)
+	// The claim is approved by a consent login at the provider, whose
+	// nonce commits to the claim statement; finishClaim then creates the
+	// identity.
+	c, err := h.deps.Identities.IssueChallenge(ctx, identity.PurposeClaim, string(hd), l.account())
 	switch identity.CodeOf(err) {
 	case "":
 		if err != nil {
@@ -290,21 +310,7 @@ func (h *Handler) serveClaimHandle(w http.ResponseWriter, r *http.Request) {
 		h.refusal(w, r, "Handle not claimed", err)
 		return
 	}
-	// A new session for the new identity; the pending one ends.
-	if err := h.endSession(w, r); err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if _, err := h.openSession(w, r, hd, l); err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.log.InfoContext(ctx, "web: identity created", slog.String("provider", l.Provider), slog.String("handle", string(hd)))
-	next := oidc.SafeNext(l.Next)
-	if next == "/" {
-		next = "/account?done=created"
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	h.beginConsent(w, r, s, pendingConsent{Action: consentClaim, Statement: string(c.Statement)}, l.Next)
 }
 
 // serveLogout ends the session.

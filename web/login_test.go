@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,7 +37,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if bad.status != http.StatusBadRequest || !strings.Contains(bad.body, "lower-case letters") || s.logLen() != 0 {
 		t.Fatalf("bad handle: %d, log %d:\n%s", bad.status, s.logLen(), bad.body)
 	}
-	acct := b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})
+	acct := b.consent(b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}}))
 	if acct.status != http.StatusOK || acct.url.Path != "/account" || !strings.Contains(acct.body, `<span id="handle">alice</span>`) {
 		t.Fatalf("claim: %d at %s:\n%s", acct.status, acct.url, acct.body)
 	}
@@ -49,11 +50,32 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	}
 	if len(recs) != 3 || recs[0].Method != identity.MethodOIDCKeySet || !bytes.Equal(recs[0].SignerKey, recs[1].SignerKey) ||
 		recs[1].Method != identity.MethodOIDCLogin || recs[1].Purpose != identity.PurposeClaim ||
-		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Value != "alice@example.org" {
+		recs[2].Method != identity.MethodOIDCEmailVerified || recs[2].To.Kind != identity.KindEmail || recs[2].To.Value != "" {
 		t.Fatalf("log after the claim: %+v", recs)
 	}
-	for _, e := range recs[1:] {
-		c, err := verify.LoginRecord(&e)
+	// The email and its login's ID token are private artifacts: the log
+	// commits to them, and the owner's artifacts open the record.
+	if _, err := verify.LoginRecord(&recs[2]); !errors.Is(err, verify.ErrWithheld) {
+		t.Errorf("the email record without its artifacts: %v, want ErrWithheld", err)
+	}
+	arts, err := s.store.IdentityArtifacts(t.Context(), "alice")
+	if err != nil || len(arts) != 1 || arts[0].Seq != 3 {
+		t.Fatalf("artifacts: %+v, %v", arts, err)
+	}
+	if err := recs[2].Reveal(arts[0].Artifacts); err != nil || recs[2].To.Value != "alice@example.org" {
+		t.Fatalf("reveal: %v, %+v", err, recs[2].To)
+	}
+	// The claim is approved by a consent login: its ID token's nonce
+	// commits to the claim statement with the salt the record keeps.
+	if len(recs[1].Consent) == 0 {
+		t.Errorf("the claim record keeps no consent salt")
+	}
+	for i, e := range recs[1:] {
+		check := verify.LoginRecord
+		if i == 0 {
+			check = verify.SessionConsent
+		}
+		c, err := check(&e)
 		if err != nil {
 			t.Errorf("record %d does not re-verify: %v", e.Seq, err)
 		} else if c.Subject != alice.Subject {
@@ -104,7 +126,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if linkedOIDC.url.Path != "/login" {
 		t.Fatalf("link begin: at %s", linkedOIDC.url)
 	}
-	done := b.get(b.approve(linkedOIDC.url.Query().Get("authRequestID"), carol).String())
+	done := b.consent(b.get(b.approve(linkedOIDC.url.Query().Get("authRequestID"), carol).String()))
 	if done.url.Path != "/account" || !strings.Contains(done.body, "The account is linked") {
 		t.Fatalf("link carol's account: %d at %s:\n%s", done.status, done.url, done.body)
 	}
@@ -117,6 +139,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 		t.Fatalf("login with the linked account:\n%s", viaCarol.body)
 	}
 	recs, _ = s.store.Log(t.Context(), 0, 100)
+	s.reveal("alice", recs)
 	for _, e := range recs {
 		if e.Method == identity.MethodOIDCLogin || e.Method == identity.MethodOIDCEmailVerified {
 			if err := verify.Record(&e); err != nil {
@@ -158,6 +181,7 @@ func TestLoginChooseHandleReturnAndLinkSSHKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.reveal("alice", all)
 	var v verify.LogVerifier
 	keySets := 0
 	for i := range all {
@@ -280,5 +304,24 @@ func TestCallbackStartedInAnotherBrowserIsRefused(t *testing.T) {
 				t.Errorf("the attacker's own callback ended at %s", p.url)
 			}
 		})
+	}
+}
+
+// reveal opens the records' commitments with the private artifacts of
+// the identity h, as its owner can (kith verify-log --artifacts).
+func (s *site) reveal(h identity.Handle, recs []identity.Evidence) {
+	s.t.Helper()
+	arts, err := s.store.IdentityArtifacts(s.t.Context(), h)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, a := range arts {
+		for i := range recs {
+			if recs[i].Seq == a.Seq {
+				if err := recs[i].Reveal(a.Artifacts); err != nil {
+					s.t.Fatal(err)
+				}
+			}
+		}
 	}
 }

@@ -121,7 +121,7 @@ func TestLinkedKeyEmailVerifiedByProviderIsCorroborated(t *testing.T) {
 	}
 	statement, _ := base64.StdEncoding.DecodeString(p.field(t, "statement"))
 	signed := g.run(string(statement), "--local-user", fpr, "--clearsign", "--output", "-")
-	done := b.post("/account/verify", url.Values{"csrf": {p.csrf(t)}, "statement": {p.field(t, "statement")}, "signature": {signed}})
+	done := b.consent(b.post("/account/verify", url.Values{"csrf": {p.csrf(t)}, "statement": {p.field(t, "statement")}, "signature": {signed}}))
 	if done.url.Path != "/account" || !strings.Contains(done.body, "The key is linked") {
 		t.Fatalf("link pgp key: %d at %s:\n%s", done.status, done.url, done.body)
 	}

@@ -21,9 +21,12 @@ func TestSessionCookieIsOpaqueSecureHttpOnlyLax(t *testing.T) {
 	s := newSite(t, web.Options{SessionLifetime: 48 * time.Hour})
 	b := s.browser()
 	p := b.login("kith", "/", alice)
+	// Choosing the handle sends the browser to approve the claim at the
+	// provider; the session's cookie comes with the callback.
+	cb := b.approve(b.atProvider(b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})), alice)
 	stop := *b.c
 	stop.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := stop.PostForm(s.srv.URL+"/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"alice"}})
+	resp, err := stop.Get(cb.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +109,7 @@ func TestUnlinkAndLogOutEverywhere(t *testing.T) {
 	if p := b.post("/account/unlink", url.Values{"csrf": {acct.csrf(t)}, "kind": {"oidc"}, "value": {s.op.Issuer + " " + alice.Subject}}); p.status != http.StatusConflict {
 		t.Errorf("unlinking the session's own account: %d", p.status)
 	}
-	p := b.post("/account/unlink", url.Values{"csrf": {acct.csrf(t)}, "kind": {"ssh"}, "value": {keys[0].Factor.Value}})
+	p := b.consent(b.post("/account/unlink", url.Values{"csrf": {acct.csrf(t)}, "kind": {"ssh"}, "value": {keys[0].Factor.Value}}))
 	if p.url.Path != "/account" || !strings.Contains(p.body, "The factor is unlinked") {
 		t.Fatalf("unlink: %d at %s:\n%s", p.status, p.url, p.body)
 	}
@@ -139,7 +142,7 @@ func TestSessionEndsWhenItsAccountIsUnlinked(t *testing.T) {
 	// Link carol's account to alice, and log in with it elsewhere.
 	form := a.get("/account")
 	begin := a.post("/login/other", url.Values{"csrf": {form.csrf(t)}, "next": {"/account"}})
-	if p := a.get(a.approve(begin.url.Query().Get("authRequestID"), carol).String()); !strings.Contains(p.body, "The account is linked") {
+	if p := a.consent(a.get(a.approve(begin.url.Query().Get("authRequestID"), carol).String())); !strings.Contains(p.body, "The account is linked") {
 		t.Fatalf("link carol's account: %d at %s:\n%s", p.status, p.url, p.body)
 	}
 	c := s.browser()
@@ -150,7 +153,7 @@ func TestSessionEndsWhenItsAccountIsUnlinked(t *testing.T) {
 	token := a.cookie("kith-session").Value
 
 	// Carol's session unlinks alice's account (say it was stolen).
-	p := c.post("/account/unlink", url.Values{"csrf": {c.get("/account").csrf(t)}, "kind": {"oidc"}, "value": {s.op.Issuer + " " + alice.Subject}})
+	p := c.consent(c.post("/account/unlink", url.Values{"csrf": {c.get("/account").csrf(t)}, "kind": {"oidc"}, "value": {s.op.Issuer + " " + alice.Subject}}))
 	if p.url.Path != "/account" || !strings.Contains(p.body, "The factor is unlinked") {
 		t.Fatalf("unlink alice's account: %d at %s:\n%s", p.status, p.url, p.body)
 	}

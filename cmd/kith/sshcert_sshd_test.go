@@ -289,7 +289,7 @@ func sshFactor(t *testing.T, line string) identity.Factor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return identity.SSHFactor(k.Fingerprint().String(), k.Public.Marshal())
+	return identity.SSHFactor(k.Fingerprint().String(), k.Underlying().Marshal())
 }
 
 // sshLine is a key or certificate blob as a line.

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
@@ -39,8 +40,9 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	stateFile := fs.String("state", "", "remember the log key and the last verified checkpoint in `file`, and prove the next one consistent with it")
 	logKeyFlag := fs.String("log-key", "", "the log's verifier `key` (as kith log-key prints it); default: the one in --state, else the server's, trusted on first use")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each page fetch may take")
+	artifactsFile := fs.String("artifacts", "", "check the records whose ID tokens and emails are private with the artifacts in `file` (JSON, as the account page's \"Download my artifacts\" gives them)")
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE)\n\n")
+		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE) [--artifacts FILE]\n\n")
 		fmt.Fprintf(env.stderr, "Re-verifies every evidence record's proof and the hash chain, printing each failure; with --server, also\n")
 		fmt.Fprintf(env.stderr, "that the records are exactly the entries of the log's signed checkpoint, and with --state that it is\n")
 		fmt.Fprintf(env.stderr, "consistent with the checkpoint verified last time.\n\n")
@@ -56,15 +58,32 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if *file != "" && (*stateFile != "" || *logKeyFlag != "") {
 		return fmt.Errorf("%w: --state and --log-key check a server's checkpoint; they need --server", errUsage)
 	}
+	var arts map[int64][]identity.Artifact
+	if *artifactsFile != "" {
+		var err error
+		if arts, err = readArtifacts(*artifactsFile); err != nil {
+			return err
+		}
+	}
 	var v verify.LogVerifier
 	var tree tlog.MemTree
-	failed := 0
+	failed, revealed := 0, 0
 	check := func(r api.LogRecord) {
 		e, err := r.Evidence()
 		if err != nil {
 			fmt.Fprintf(env.stdout, "record %d: FAIL: undecodable: %v\n", r.Seq, err)
 			failed++
 			return
+		}
+		if a := arts[e.Seq]; len(a) > 0 {
+			// The artifacts leave the hash alone: they only open the
+			// record's commitments.
+			if err := e.Reveal(a); err != nil {
+				fmt.Fprintf(env.stdout, "record %d: FAIL: %v\n", r.Seq, err)
+				failed++
+				return
+			}
+			revealed++
 		}
 		// The entry is the hash of what the record says, whatever hash it
 		// claims: a changed record is not the entry the checkpoint signed.
@@ -75,6 +94,10 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		}
 		bad := false
 		for _, f := range v.Add(e) {
+			if f.Unchecked {
+				fmt.Fprintf(env.stdout, "record %d: unchecked: %s\n", f.Seq, f.Reason)
+				continue
+			}
 			if f.Warning {
 				fmt.Fprintf(env.stdout, "record %d: warning: %s\n", f.Seq, f.Reason)
 				continue
@@ -90,7 +113,7 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		if err := readLogFile(*file, check); err != nil {
 			return err
 		}
-		return verifyLogResult(env, &v, failed, "no checkpoint checked")
+		return verifyLogResult(env, &v, failed, revealed, "no checkpoint checked")
 	}
 	lc, err := newLogClient(ctx, *server, *timeout, *stateFile, *logKeyFlag, env.stdout)
 	if err != nil {
@@ -111,21 +134,48 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if extra := tree.Size() - cp.Size; extra > 0 {
 		summary += fmt.Sprintf(" (%d later records not in it yet)", extra)
 	}
-	if err := verifyLogResult(env, &v, failed, summary); err != nil {
+	if err := verifyLogResult(env, &v, failed, revealed, summary); err != nil {
 		return err
 	}
 	return lc.save()
 }
 
-// verifyLogResult prints the verdict on the records.
-func verifyLogResult(env *environment, v *verify.LogVerifier, failed int, summary string) error {
+// verifyLogResult prints the verdict on the records. The records whose
+// proofs are private artifacts it could not open are counted apart: they
+// are in the log, with their commitments, but not verified.
+func verifyLogResult(env *environment, v *verify.LogVerifier, failed, revealed int, summary string) error {
 	seq, hash := v.Head()
 	if failed > 0 {
 		fmt.Fprintf(env.stdout, "%d of %d records failed\n", failed, v.Count())
 		return fmt.Errorf("%w: %d records failed", errLogInvalid, failed)
 	}
-	fmt.Fprintf(env.stdout, "ok: %d records verified; head %d %s; %s\n", v.Count(), seq, hex.EncodeToString(hash), summary)
+	unchecked := ""
+	if n := v.Unchecked(); n > 0 {
+		unchecked = fmt.Sprintf(", %d unchecked (their ID tokens or emails are private artifacts: chain and inclusion checked, signatures not)", n)
+	}
+	if revealed > 0 {
+		unchecked += fmt.Sprintf(", %d checked with their artifacts", revealed)
+	}
+	fmt.Fprintf(env.stdout, "ok: %d records verified%s; head %d %s; %s\n", v.Count()-v.Unchecked(), unchecked, seq, hex.EncodeToString(hash), summary)
 	return nil
+}
+
+// readArtifacts reads an artifacts file: a JSON array of records'
+// artifacts (identity.RecordArtifacts).
+func readArtifacts(name string) (map[int64][]identity.Artifact, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: %w", err)
+	}
+	var recs []identity.RecordArtifacts
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return nil, fmt.Errorf("artifacts %s: %w", name, err)
+	}
+	out := map[int64][]identity.Artifact{}
+	for _, r := range recs {
+		out[r.Seq] = append(out[r.Seq], r.Artifacts...)
+	}
+	return out, nil
 }
 
 // fetchLog pages through a server's log.

@@ -121,7 +121,8 @@ func (ix *index) add(e *identity.Evidence) {
 // columns read it.
 func light(e *identity.Evidence) identity.Evidence {
 	c := *e
-	c.Statement, c.Signature, c.SignerKey = nil, nil, nil
+	c.Statement, c.Signature, c.SignerKey, c.Consent, c.Artifacts = nil, nil, nil, nil, nil
+	c.Commitments = cloneCommitments(e.Commitments)
 	c.From.Data = bytes.Clone(e.From.Data)
 	c.To.Data = bytes.Clone(e.To.Data)
 	c.PrevHash = bytes.Clone(e.PrevHash)
@@ -137,9 +138,34 @@ func full(e *identity.Evidence) identity.Evidence {
 	c.Statement = bytes.Clone(e.Statement)
 	c.Signature = bytes.Clone(e.Signature)
 	c.SignerKey = bytes.Clone(e.SignerKey)
+	c.Consent = bytes.Clone(e.Consent)
+	c.Commitments = cloneCommitments(e.Commitments)
+	c.Artifacts = cloneArtifacts(e.Artifacts)
 	c.PrevHash = bytes.Clone(e.PrevHash)
 	c.Hash = bytes.Clone(e.Hash)
 	return c
+}
+
+func cloneCommitments(cs []identity.Commitment) []identity.Commitment {
+	if cs == nil {
+		return nil
+	}
+	out := make([]identity.Commitment, len(cs))
+	for i, c := range cs {
+		out[i] = identity.Commitment{Kind: c.Kind, Hash: bytes.Clone(c.Hash)}
+	}
+	return out
+}
+
+func cloneArtifacts(as []identity.Artifact) []identity.Artifact {
+	if as == nil {
+		return nil
+	}
+	out := make([]identity.Artifact, len(as))
+	for i, a := range as {
+		out[i] = identity.Artifact{Kind: a.Kind, Salt: bytes.Clone(a.Salt), Value: bytes.Clone(a.Value)}
+	}
+	return out
 }
 
 func (v view) identityRecords(h identity.Handle) (identity.Identity, []identity.Evidence, error) {
@@ -223,7 +249,7 @@ func (s *Store) KeyRecords(ctx context.Context, f identity.Factor) ([]identity.E
 }
 
 // Log returns up to limit records with Seq > after, in log order, with
-// every byte.
+// every byte of their public form (no private artifact).
 func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evidence, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -236,7 +262,22 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evi
 	end := min(int64(len(s.log)), after+int64(limit))
 	out := make([]identity.Evidence, 0, end-after)
 	for i := after; i < end; i++ {
-		out = append(out, full(&s.log[i]))
+		c := full(&s.log[i])
+		out = append(out, c.Public())
+	}
+	return out, nil
+}
+
+// IdentityArtifacts returns the private artifacts of the records naming
+// h, in log order.
+func (s *Store) IdentityArtifacts(ctx context.Context, h identity.Handle) ([]identity.RecordArtifacts, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []identity.RecordArtifacts
+	for _, seq := range s.ix.byHandle[h] {
+		if e := &s.log[seq-1]; len(e.Artifacts) > 0 {
+			out = append(out, identity.RecordArtifacts{Seq: seq, Artifacts: cloneArtifacts(e.Artifacts)})
+		}
 	}
 	return out, nil
 }
@@ -330,7 +371,26 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 		s.log = append(s.log, t.appended[i])
 		s.ix.add(&s.log[len(s.log)-1])
 	}
+	for _, h := range t.erased {
+		for _, seq := range s.ix.byHandle[h] {
+			erase(&s.log[seq-1])
+		}
+	}
 	return nil
+}
+
+// erase drops a record's private artifacts, as postgres does: the ID
+// token goes, and a committed email's record stops naming the address
+// (Log still shows it as an email without a value); the commitments
+// stay.
+func erase(e *identity.Evidence) {
+	if len(e.Artifacts) == 0 {
+		return
+	}
+	e.Artifacts, e.Signature, e.Erased = nil, e.Public().Signature, true
+	if e.Committed(identity.ArtifactEmail) {
+		e.To = identity.Factor{}
+	}
 }
 
 // tx is one transaction: its staged writes over the committed state.
@@ -345,6 +405,7 @@ type tx struct {
 	lastID     int64
 	headSeq    int64
 	headHash   []byte
+	erased     []identity.Handle
 	done       bool
 }
 
@@ -460,6 +521,23 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 	t.ix.add(&t.appended[len(t.appended)-1])
 	t.headSeq, t.headHash = e.Seq, e.Hash
 	return nil
+}
+
+// EraseArtifacts stages the erasure of the private artifacts of every
+// record naming h (see identity.Tx), applied when the transaction
+// commits; it counts the records that have any.
+func (t *tx) EraseArtifacts(ctx context.Context, h identity.Handle) (int, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, seq := range t.view().seqs(func(ix *index) []int64 { return ix.byHandle[h] }) {
+		if len(t.view().record(seq).Artifacts) > 0 {
+			n++
+		}
+	}
+	t.erased = append(t.erased, h)
+	return n, nil
 }
 
 // factorData returns the data stored for f, storing f's own if f is new.

@@ -171,13 +171,15 @@ func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte,
 }
 
 // VerifyLogin accepts a login whose ID token AddLogin registered, for the
-// same account and, when the login names an email, the same email; it
-// refuses any other with bad_signature.
+// same account and, when the login names an email, the same email, and,
+// when it names a nonce, the nonce the registered login named; it refuses
+// any other with bad_signature.
 func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	v.mu.Lock()
 	known, ok := v.logins[l.IDToken]
 	v.mu.Unlock()
-	if !ok || l.IDToken == "" || !known.Account.Same(l.Account) || !l.Email.IsZero() && !known.Email.Same(l.Email) {
+	if !ok || l.IDToken == "" || !known.Account.Same(l.Account) || !l.Email.IsZero() && !known.Email.Same(l.Email) ||
+		l.Nonce != "" && known.Nonce != l.Nonce {
 		return identity.Refuse(identity.CodeBadSignature, "the ID token does not verify")
 	}
 	return nil

@@ -25,7 +25,7 @@ const lightColumns = `e.seq, e.method, e.purpose, e.handle, ff.kind, ff.value, f
 	coalesce(tf.kind, ''), coalesce(tf.value, ''), coalesce(tf.data, ''::bytea), e.label,
 	e.created_at, e.expires_at, coalesce(e.revokes, 0), e.prev_hash, e.hash`
 
-const fullColumns = lightColumns + `, e.statement, e.signature, e.signer_key`
+const fullColumns = lightColumns + `, e.statement, e.signature, e.signer_key, e.consent, e.commitments`
 
 const factorJoins = `JOIN factors ff ON ff.id = e.from_factor LEFT JOIN factors tf ON tf.id = e.to_factor`
 
@@ -47,10 +47,11 @@ func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row fun
 		var seq, revokes *int64
 		var method, purpose, handle, fk, fv, tk, tv, label *string
 		var created, expires *time.Time
+		var commitments []byte
 		dst := []any{&seq, &method, &purpose, &handle, &fk, &fv, &e.From.Data,
 			&tk, &tv, &e.To.Data, &label, &created, &expires, &revokes, &e.PrevHash, &e.Hash}
 		if full {
-			dst = append(dst, &e.Statement, &e.Signature, &e.SignerKey)
+			dst = append(dst, &e.Statement, &e.Signature, &e.SignerKey, &e.Consent, &commitments)
 		}
 		if prefix != nil {
 			dst = prefix(dst)
@@ -74,6 +75,15 @@ func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row fun
 		if len(e.From.Data) == 0 {
 			e.From.Data = nil
 		}
+		if len(e.Consent) == 0 {
+			e.Consent = nil
+		}
+		if len(commitments) > 0 {
+			var err error
+			if e.Commitments, err = decodeCommitments(commitments); err != nil {
+				return nil, fmt.Errorf("record %d: %w", e.Seq, err)
+			}
+		}
 		e.Created = created.UTC()
 		if expires != nil {
 			e.Expires = expires.UTC()
@@ -83,19 +93,28 @@ func scanRecordsWith(rows pgx.Rows, full bool, prefix func([]any) []any, row fun
 	return out, rows.Err()
 }
 
-// Log returns up to limit records after seq after, with every byte.
+// Log returns up to limit records after seq after, with every byte of
+// their public form: no private artifact (see identity.Evidence.Public).
 func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evidence, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+fullColumns+` FROM evidence e `+factorJoins+`
+	rows, err := s.pool.Query(ctx, `SELECT `+fullColumns+`,
+			e.commitments <> ''::bytea AND NOT EXISTS (SELECT 1 FROM evidence_artifacts a WHERE a.seq = e.seq)
+		FROM evidence e `+factorJoins+`
 		WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: evidence log: %w", err)
 	}
-	recs, err := scanRecords(rows, true)
+	var erased []bool
+	var gone bool
+	recs, err := scanRecordsWith(rows, true, func(dst []any) []any { return append(dst, &gone) }, func() { erased = append(erased, gone) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: evidence log: %w", err)
+	}
+	for i := range recs {
+		recs[i].Erased = erased[i]
+		recs[i] = recs[i].Public()
 	}
 	return recs, nil
 }
@@ -170,14 +189,19 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 		revokes = &e.Revokes
 	}
 	e.Seal(t.headSeq, t.headHash)
+	// A committed ID token is stored as an artifact, not in the row.
+	pub := e.Public()
 	_, err = t.tx.Exec(ctx, `INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
-			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash, consent, commitments)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		e.Seq, string(e.Method), string(e.Purpose), identityID, string(e.Handle), fromID, toID,
-		e.Label, nonNil(e.Statement), nonNil(e.Signature), nonNil(e.SignerKey), e.Created, nullTime(e.Expires),
-		revokes, e.PrevHash, e.Hash)
+		e.Label, nonNil(e.Statement), nonNil(pub.Signature), nonNil(e.SignerKey), e.Created, nullTime(e.Expires),
+		revokes, e.PrevHash, e.Hash, nonNil(e.Consent), encodeCommitments(e.Commitments))
 	if err != nil {
 		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)
+	}
+	if err := t.saveArtifacts(ctx, e); err != nil {
+		return err
 	}
 	if _, err := t.tx.Exec(ctx, "UPDATE evidence_head SET seq = $1, hash = $2", e.Seq, e.Hash); err != nil {
 		return fmt.Errorf("postgres: append evidence %d: head: %w", e.Seq, err)

@@ -38,6 +38,9 @@ func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	if !l.Email.IsZero() && (!c.EmailVerified || !identity.EmailFactor(c.Email).Same(l.Email)) {
 		return identity.Refuse(identity.CodeBadSignature, "the ID token does not assert %s as verified", l.Email.Value)
 	}
+	if l.Nonce != "" && c.Nonce != l.Nonce {
+		return identity.Refuse(identity.CodeBadSignature, "the ID token's nonce does not commit to the statement: it was not issued for this approval")
+	}
 	return nil
 }
 
@@ -53,7 +56,7 @@ func oidcAccount(f identity.Factor) (issuer, subject string, err error) {
 // oidcRecord re-checks a record whose proof is an ID token: a session's
 // consent to a challenge (its statement is one) or a login record.
 func oidcRecord(e *identity.Evidence) error {
-	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 {
+	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 && !e.Committed(identity.ArtifactIDToken) {
 		if err := checkStatement(e); err != nil {
 			return err
 		}
@@ -68,13 +71,49 @@ func oidcRecord(e *identity.Evidence) error {
 	return err
 }
 
+// ErrNoConsent marks a record whose ID token authorises its statement
+// but whose nonce does not commit to it: the token shows that the account
+// logged in, not that it approved this record (the session consents Kith
+// recorded before consent logins, or a token replayed into a made-up
+// record).
+var ErrNoConsent = errors.New("the ID token's nonce does not commit to the statement")
+
+// ErrWithheld marks a record whose ID token (or verified email) is a
+// private artifact that the record only commits to: nobody can check its
+// signature without the artifact, which its owner may hand out (or which
+// was erased with its identity). Such a record is not verified, nor
+// failed: LogVerifier reports it as unchecked.
+var ErrWithheld = errors.New("its proof is a private artifact")
+
+// withheld returns ErrWithheld, wrapped, when e lacks a committed
+// artifact its check needs.
+func withheld(e *identity.Evidence) error {
+	missing := []string{}
+	if e.Committed(identity.ArtifactIDToken) && len(e.Signature) == 0 {
+		missing = append(missing, "ID token")
+	}
+	if e.Committed(identity.ArtifactEmail) && e.To.Value == "" {
+		missing = append(missing, "email address")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	why := "kept private"
+	if e.Erased {
+		why = "gone: artifact erased with its identity"
+	}
+	return fmt.Errorf("%w: the %s %s %s; the record keeps a salted commitment, so chain and inclusion are checked but not the signature",
+		ErrWithheld, strings.Join(missing, " and "), map[bool]string{true: "are", false: "is"}[len(missing) > 1], why)
+}
+
 // SessionConsent re-checks offline a record the identity service wrote
-// for a logged-in session's consent (an oidc.login adding a factor, or a
-// revocation): its statement is a challenge naming the record's handle
-// and factor, and the ID token of the session's login must verify with
-// the JWK the record keeps, be issued by the From account's issuer to the
-// audience it names, and be about From's subject. The token shows the
-// account logged in; that the session then consented is Kith's word.
+// for a consent login (an oidc.login claiming a handle or adding a
+// factor, or a revocation): its statement is a challenge naming the
+// record's handle and factor, and the ID token must verify with the JWK
+// the record keeps, be issued by the From account's issuer to the
+// audience it names, be about From's subject, and carry the nonce
+// identity.ConsentNonce(Statement, Consent): so the provider signed the
+// very statement the record approves.
 func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 	if e.Method != identity.MethodOIDCLogin && e.Method != identity.MethodRevocation {
 		return nil, fmt.Errorf("verify consent record %d: method %s", e.Seq, e.Method)
@@ -89,6 +128,9 @@ func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 	if len(e.SignerKey) == 0 {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, ErrNoSigningKey)
 	}
+	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
+	}
 	aud, err := tokenAudience(string(e.Signature))
 	if err != nil {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
@@ -99,6 +141,12 @@ func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 	}
 	if claims.Subject != subject {
 		return nil, fmt.Errorf("verify consent record %d: the token is about subject %q, the record names %q", e.Seq, claims.Subject, subject)
+	}
+	if len(e.Consent) == 0 {
+		return nil, fmt.Errorf("verify consent record %d: %w: the record keeps no consent salt, so the token shows only that the account logged in, not that it approved this", e.Seq, ErrNoConsent)
+	}
+	if want := identity.ConsentNonce(e.Statement, e.Consent); claims.Nonce != want {
+		return nil, fmt.Errorf("verify consent record %d: %w: the token's nonce is %q, the commitment to this statement and salt is %q", e.Seq, ErrNoConsent, clipped(claims.Nonce), want)
 	}
 	return claims, nil
 }
@@ -156,6 +204,18 @@ func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
 	if fields["signer"] != e.From.String() || fields["handle"] != string(e.Handle) || fields["purpose"] != string(e.Purpose) {
 		return nil, fmt.Errorf("verify login record %d: the statement does not describe the record", e.Seq)
 	}
+	// A login statement is written after the login, so the token cannot
+	// cover it: it may show that an account logged in, never authorise a
+	// claim or another factor's link (those come with a consent login).
+	if e.Purpose == identity.PurposeClaim || e.Purpose == identity.PurposeRevoke || e.Method == identity.MethodOIDCLogin && !e.To.IsZero() {
+		return nil, fmt.Errorf("verify login record %d: %w: a login statement cannot authorise a %s (the records made before consent logins)", e.Seq, ErrNoConsent, purposeOrLink(e))
+	}
+	if len(e.Consent) > 0 {
+		return nil, fmt.Errorf("verify login record %d: a login statement record with a consent salt", e.Seq)
+	}
+	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
+	}
 	c, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, fields["client_id"])
 	if err != nil {
 		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
@@ -169,4 +229,20 @@ func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
 		}
 	}
 	return c, nil
+}
+
+// purposeOrLink names what a login record would authorise.
+func purposeOrLink(e *identity.Evidence) string {
+	if e.Purpose == identity.PurposeClaim {
+		return "claim"
+	}
+	return "link to " + e.To.String()
+}
+
+// clipped shortens a value from a token for an error message.
+func clipped(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

@@ -236,6 +236,9 @@ type Failure struct {
 	// (ErrServerAttested), not a failure; every other record that cannot
 	// be checked is one.
 	Warning bool
+	// Unchecked marks a record whose proof is a private artifact it only
+	// commits to (ErrWithheld): neither verified nor failed.
+	Unchecked bool
 }
 
 // LogVerifier re-verifies a log record by record, in order: the chain
@@ -252,8 +255,9 @@ type LogVerifier struct {
 	// caKeys holds the CA keys of ssh.ca-key records so far.
 	caKeys map[string]bool
 	// replay tells whether a key was proven for an identity at a record.
-	replay replay
-	count  int
+	replay    replay
+	count     int
+	unchecked int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -276,13 +280,22 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	} else {
 		err = Record(e)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		err = v.checkProviderKey(e)
+	case errors.Is(err, ErrWithheld):
+		// The provider key is public even when the token is not.
+		if kerr := v.checkProviderKey(e); kerr != nil {
+			err = kerr
+		}
 	}
 	if err == nil && e.Method == identity.MethodSSHCertificate {
 		err = v.checkCertificate(e)
 	}
 	switch {
+	case errors.Is(err, ErrWithheld):
+		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true})
+		v.unchecked++
 	case errors.Is(err, ErrServerAttested):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
 	case err != nil:
@@ -351,6 +364,10 @@ func (v *LogVerifier) checkCertificate(e *identity.Evidence) error {
 
 // Count returns how many records were added.
 func (v *LogVerifier) Count() int { return v.count }
+
+// Unchecked returns how many of them were unchecked (their proofs are
+// private artifacts).
+func (v *LogVerifier) Unchecked() int { return v.unchecked }
 
 // Head returns the last record's sequence number and hash.
 func (v *LogVerifier) Head() (int64, []byte) { return v.prevSeq, v.prevHash }

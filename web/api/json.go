@@ -44,8 +44,24 @@ type LogRecord struct {
 	Created          time.Time  `json:"created"`
 	Expires          *time.Time `json:"expires,omitempty"`
 	Revokes          int64      `json:"revokes,omitempty"`
-	PrevHash         string     `json:"prev_hash"`
-	Hash             string     `json:"hash"`
+	// Consent is the salt a consent login's nonce commits with (see
+	// identity.ConsentNonce); absent in other records.
+	Consent []byte `json:"consent,omitempty"`
+	// Commitments are the salted hashes of the record's private
+	// artifacts (an ID token, a provider-verified email), which the
+	// record's hash covers in their place; Erased says the server no
+	// longer holds those artifacts (the identity was deleted), and is not
+	// covered by the hash.
+	Commitments []JSONCommitment `json:"commitments,omitempty"`
+	Erased      bool             `json:"artifacts_erased,omitempty"`
+	PrevHash    string           `json:"prev_hash"`
+	Hash        string           `json:"hash"`
+}
+
+// JSONCommitment is a commitment to a private artifact; Hash is hex.
+type JSONCommitment struct {
+	Kind string `json:"kind"`
+	Hash string `json:"hash"`
 }
 
 // JSONFactor is a factor in JSON.
@@ -70,8 +86,11 @@ func NewLogRecord(e *identity.Evidence) (LogRecord, error) {
 		Seq: e.Seq, Method: string(e.Method), Purpose: string(e.Purpose), Handle: string(e.Handle),
 		From: jsonFactor(e.From), Label: e.Label,
 		Statement: nonNil(e.Statement), Signature: nonNil(e.Signature),
-		Created: e.Created.UTC(), Revokes: e.Revokes,
+		Created: e.Created.UTC(), Revokes: e.Revokes, Consent: e.Consent, Erased: e.Erased,
 		PrevHash: hex.EncodeToString(e.PrevHash), Hash: hex.EncodeToString(e.Hash),
+	}
+	for _, c := range e.Commitments {
+		r.Commitments = append(r.Commitments, JSONCommitment{Kind: string(c.Kind), Hash: hex.EncodeToString(c.Hash)})
 	}
 	if !e.To.IsZero() {
 		to := jsonFactor(e.To)
@@ -115,7 +134,14 @@ func (r LogRecord) Evidence() (*identity.Evidence, error) {
 		Seq: r.Seq, Method: identity.Method(r.Method), Purpose: identity.Purpose(r.Purpose),
 		Handle: identity.Handle(r.Handle), From: r.From.factor(), Label: r.Label,
 		Statement: r.Statement, Signature: r.Signature, SignerKey: r.SignerKey,
-		Created: r.Created.UTC(), Revokes: r.Revokes,
+		Created: r.Created.UTC(), Revokes: r.Revokes, Consent: r.Consent, Erased: r.Erased,
+	}
+	for _, c := range r.Commitments {
+		h, err := hex.DecodeString(c.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("commitment %s: %w", c.Kind, err)
+		}
+		e.Commitments = append(e.Commitments, identity.Commitment{Kind: identity.ArtifactKind(c.Kind), Hash: h})
 	}
 	if r.To != nil {
 		e.To = r.To.factor()
