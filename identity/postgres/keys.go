@@ -23,18 +23,6 @@ import (
 // "OLD:NEW:FINGERPRINT" in hex, OLD empty for a new key.
 const KeyChangesChannel = "kith_key_changes"
 
-// AddKey merges key, which has been through the policy, into the store:
-// a new key is inserted; a known key is merged with the stored one
-// (Policy.Merge) and rewritten only when the merge changed it. Key,
-// user IDs, subkeys and the change notification go in one transaction.
-func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
-	changes, err := s.AddKeys(ctx, []*pgp.Key{key})
-	if err != nil {
-		return 0, err
-	}
-	return changes[0], nil
-}
-
 // AddKeys stores a batch of keys in one transaction, as AddKey does for
 // one: either every key of the batch is stored or none is. Keys with the
 // same fingerprint within the batch are merged first. It returns the
