@@ -279,8 +279,8 @@ func unnestInsert(table string, cols, types []string, rows [][]any, suffix strin
 }
 
 // insertKeys inserts new keys and fills in their ids: a small batch as
-// one INSERT, a large one through COPY into a staging table, so that a
-// batch costs a few round trips whatever its size.
+// one INSERT, a large one through COPY, so that a batch costs a few
+// round trips whatever its size.
 func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
@@ -297,28 +297,41 @@ func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 		}
 		return readInsertedIDs(res, ps)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS stage_keys
-		(LIKE keys INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
-		return fmt.Errorf("staging table: %w", err)
+	// A large batch takes its ids from the sequence first and is copied
+	// straight into keys: one pass over the packets, no staging table. A
+	// key another writer inserted meanwhile violates the unique index,
+	// which fails the copy and reruns the batch with fresh reads.
+	res, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`, len(ps))
+	if err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	i := 0
+	for res.Next() {
+		if i < len(ps) {
+			if err := res.Scan(&ps[i].id); err != nil {
+				res.Close()
+				return fmt.Errorf("allocate key ids: %w", err)
+			}
+		}
+		i++
+	}
+	res.Close()
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	if i != len(ps) {
+		return fmt.Errorf("allocate key ids: got %d of %d", i, len(ps))
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
-		rows[i] = append([]any{int64(i)}, keyRow(p)...)
+		rows[i] = append([]any{p.id}, keyRow(p)...)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"stage_keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+			return errInsertRace
+		}
 		return fmt.Errorf("copy keys: %w", err)
-	}
-	cols := strings.Join(keyColumns, ", ")
-	res, err := tx.Query(ctx, `INSERT INTO keys (`+cols+`) SELECT `+cols+` FROM stage_keys ORDER BY id
-		ON CONFLICT DO NOTHING RETURNING id, fingerprint`)
-	if err != nil {
-		return fmt.Errorf("insert keys: %w", err)
-	}
-	if err := readInsertedIDs(res, ps); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, "TRUNCATE stage_keys"); err != nil {
-		return fmt.Errorf("clear staging table: %w", err)
 	}
 	return nil
 }

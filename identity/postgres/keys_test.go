@@ -509,3 +509,43 @@ func TestAddKeyWithCanceledContextStoresNothing(t *testing.T) {
 		t.Fatalf("key stored anyway: %d %v", len(found), err)
 	}
 }
+
+// TestConcurrentLargeBatchesOfTheSameNewKeys: two bulk batches (the COPY
+// path) holding the same new keys race; the loser reruns with fresh
+// reads, so both succeed and each key is inserted exactly once.
+func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
+	const n = 150
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	g := keygen.New(93)
+	keys := make([]*pgp.Key, n)
+	for i := range keys {
+		keys[i] = typicalKey(t, g, i)
+	}
+	var wg sync.WaitGroup
+	results := make([][]identity.KeyChange, 2)
+	errs := make([]error, 2)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[w], errs[w] = s.AddKeys(ctx, keys)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		a, b := results[0][i], results[1][i]
+		if !(a == identity.KeyInserted && b == identity.KeyUnchanged) && !(a == identity.KeyUnchanged && b == identity.KeyInserted) {
+			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
+		}
+		found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: keys[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != keys[i].Digest() || len(found[0].UserIDs) != len(keys[i].Describe().UserIDs) {
+			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
+		}
+	}
+}
