@@ -483,6 +483,11 @@ func (s *Store) notifyCommitted(ctx context.Context, ps []*pendingKey) {
 	}
 }
 
+// byFingerprint selects the ids of the keys whose primary key or a
+// subkey has the fingerprint $1 (readKeys reads such keys more directly).
+const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
+			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`
+
 // FindKeys returns the keys matching q, at most q.Limit of them, and
 // whether more matched, in one round trip to the server.
 func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
@@ -490,8 +495,7 @@ func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.S
 	var arg any
 	switch {
 	case len(q.Fingerprint) > 0:
-		sel, arg = `SELECT id FROM keys WHERE fingerprint = $1
-			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`, q.Fingerprint
+		sel, arg = byFingerprint, q.Fingerprint
 	case q.KeyID != 0:
 		sel, arg = `SELECT id FROM keys WHERE long_id = $1
 			UNION SELECT key_ref FROM subkeys WHERE long_id = $1`, int64(q.KeyID)
@@ -588,13 +592,21 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 				array_agg(is_primary ORDER BY position) AS is_primary
 			FROM user_ids WHERE key_ref = k.id) u ON true`
 	}
-	rows, err := s.pool.Query(ctx, `WITH m(id) AS (SELECT id FROM (`+sel+`) AS s(id) ORDER BY id LIMIT `+limit+`)
-		SELECT k.fingerprint, k.digest,
+	// The matching keys: the ids sel yields, each key row read by its id;
+	// a lookup by fingerprint (the commonest, gpg --recv-keys) reads the
+	// rows its index scans find instead, without a second lookup by id.
+	from := `(SELECT k.* FROM keys k JOIN (SELECT id FROM (` + sel + `) AS s(id) ORDER BY id LIMIT ` + limit + `) m ON k.id = m.id) k`
+	if sel == byFingerprint {
+		from = `(SELECT * FROM (SELECT * FROM keys WHERE fingerprint = $1
+			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
+			ORDER BY id LIMIT ` + limit + `) k`
+	}
+	rows, err := s.pool.Query(ctx, `SELECT k.fingerprint, k.digest,
 			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
 			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
 			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
 			`+uids+`
-		FROM keys k JOIN m ON k.id = m.id `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}
