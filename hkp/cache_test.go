@@ -139,6 +139,11 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 
 	h := newEntity(t, "Heidi Remote", "heidi@example.org", 420)
 	ts.mustAdd(armored(t, binaryKey(t, h)))
+	// This node's own write came back as a notification without a read
+	// of the key: the write's terms were remembered.
+	if n := ts.h.digestReads.Load(); n != 0 {
+		t.Fatalf("the notification of a write on this node read %d keys from the store", n)
+	}
 	newcomer := newEntity(t, "Ivan Remote", "ivan@example.org", 421)
 	byFP := "op=index&options=mr&search=0x" + fpHex(h)
 	byWord := "op=index&options=mr&search=remote"
@@ -162,6 +167,10 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 	eventually(t, 10*time.Second, "the other node's new key by word", func() bool {
 		return strings.HasPrefix(ts.lookup(byWord).body, "info:1:2\n")
 	})
+	// The other node's writes are read to learn what they changed.
+	if n := ts.h.digestReads.Load(); n != 2 {
+		t.Errorf("notifications from another node read %d keys, want 2", n)
+	}
 }
 
 // blockingStore is a Store whose FindKeys waits for a signal, to let a

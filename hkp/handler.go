@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,6 +175,43 @@ type Handler struct {
 	mux     *http.ServeMux
 	// changes counts the notifications handled (for tests).
 	changes atomic.Int64
+	// own holds the terms of keys written on this node until their
+	// notifications come back.
+	own ownChanges
+	// digestReads counts the changed keys a notification had to read
+	// from the store (for tests).
+	digestReads atomic.Int64
+}
+
+// maxOwnChanges bounds ownChanges: past it, the remembered terms are
+// dropped, and the notifications still to come read their keys.
+const maxOwnChanges = 10_000
+
+// ownChanges remembers, by new digest, the terms of the keys written on
+// this node, so that the notification of such a write, which this node
+// receives too, needs no read of the key from the store: the write's
+// terms are those of the key at that digest.
+type ownChanges struct {
+	mu sync.Mutex
+	m  map[[16]byte]*keyTerms
+}
+
+func (o *ownChanges) add(digest [16]byte, kt *keyTerms) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil || len(o.m) >= maxOwnChanges {
+		o.m = map[[16]byte]*keyTerms{}
+	}
+	o.m[digest] = kt
+}
+
+// take returns and forgets the terms remembered for digest.
+func (o *ownChanges) take(digest [16]byte) (*keyTerms, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	kt, ok := o.m[digest]
+	delete(o.m, digest)
+	return kt, ok
 }
 
 // NewHandler returns a Handler serving HKP from store.
@@ -198,7 +236,9 @@ func NewHandler(store Store, opts Options) *Handler {
 // own writes, whatever path (HKP, the pages, recon) wrote.
 func (h *Handler) keysChangedHere(_ context.Context, changed []*pgp.Key) {
 	for _, k := range changed {
-		h.cache.invalidate(k.Fingerprint(), termsOfKey(k))
+		kt := termsOfKey(k)
+		h.cache.invalidate(k.Fingerprint(), kt)
+		h.own.add(k.Digest(), kt)
 	}
 }
 
@@ -294,6 +334,14 @@ func (h *Handler) keyChanged(c identity.KeyDigestChange) {
 	// dropped too. The lookup runs outside the cache lock.
 	var terms *keyTerms
 	if c.New != ([16]byte{}) {
+		// A write on this node: its terms are known. The answers it
+		// outdated were dropped before it returned; this drops those that
+		// readers cached from the old form meanwhile.
+		if kt, ok := h.own.take(c.New); ok {
+			h.cache.invalidate(c.Fingerprint, kt)
+			return
+		}
+		h.digestReads.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		keys, err := h.store.KeysByDigest(ctx, [][16]byte{c.New})
 		cancel()

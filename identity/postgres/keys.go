@@ -23,18 +23,6 @@ import (
 // "OLD:NEW:FINGERPRINT" in hex, OLD empty for a new key.
 const KeyChangesChannel = "kith_key_changes"
 
-// AddKey merges key, which has been through the policy, into the store:
-// a new key is inserted; a known key is merged with the stored one
-// (Policy.Merge) and rewritten only when the merge changed it. Key,
-// user IDs, subkeys and the change notification go in one transaction.
-func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
-	changes, err := s.AddKeys(ctx, []*pgp.Key{key})
-	if err != nil {
-		return 0, err
-	}
-	return changes[0], nil
-}
-
 // AddKeys stores a batch of keys in one transaction, as AddKey does for
 // one: either every key of the batch is stored or none is. Keys with the
 // same fingerprint within the batch are merged first. It returns the
@@ -291,8 +279,8 @@ func unnestInsert(table string, cols, types []string, rows [][]any, suffix strin
 }
 
 // insertKeys inserts new keys and fills in their ids: a small batch as
-// one INSERT, a large one through COPY into a staging table, so that a
-// batch costs a few round trips whatever its size.
+// one INSERT, a large one through COPY, so that a batch costs a few
+// round trips whatever its size.
 func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
@@ -309,28 +297,41 @@ func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 		}
 		return readInsertedIDs(res, ps)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS stage_keys
-		(LIKE keys INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
-		return fmt.Errorf("staging table: %w", err)
+	// A large batch takes its ids from the sequence first and is copied
+	// straight into keys: one pass over the packets, no staging table. A
+	// key another writer inserted meanwhile violates the unique index,
+	// which fails the copy and reruns the batch with fresh reads.
+	res, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`, len(ps))
+	if err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	i := 0
+	for res.Next() {
+		if i < len(ps) {
+			if err := res.Scan(&ps[i].id); err != nil {
+				res.Close()
+				return fmt.Errorf("allocate key ids: %w", err)
+			}
+		}
+		i++
+	}
+	res.Close()
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	if i != len(ps) {
+		return fmt.Errorf("allocate key ids: got %d of %d", i, len(ps))
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
-		rows[i] = append([]any{int64(i)}, keyRow(p)...)
+		rows[i] = append([]any{p.id}, keyRow(p)...)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"stage_keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+			return errInsertRace
+		}
 		return fmt.Errorf("copy keys: %w", err)
-	}
-	cols := strings.Join(keyColumns, ", ")
-	res, err := tx.Query(ctx, `INSERT INTO keys (`+cols+`) SELECT `+cols+` FROM stage_keys ORDER BY id
-		ON CONFLICT DO NOTHING RETURNING id, fingerprint`)
-	if err != nil {
-		return fmt.Errorf("insert keys: %w", err)
-	}
-	if err := readInsertedIDs(res, ps); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, "TRUNCATE stage_keys"); err != nil {
-		return fmt.Errorf("clear staging table: %w", err)
 	}
 	return nil
 }
@@ -482,6 +483,11 @@ func (s *Store) notifyCommitted(ctx context.Context, ps []*pendingKey) {
 	}
 }
 
+// byFingerprint selects the ids of the keys whose primary key or a
+// subkey has the fingerprint $1 (readKeys reads such keys more directly).
+const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
+			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`
+
 // FindKeys returns the keys matching q, at most q.Limit of them, and
 // whether more matched, in one round trip to the server.
 func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
@@ -489,8 +495,7 @@ func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.S
 	var arg any
 	switch {
 	case len(q.Fingerprint) > 0:
-		sel, arg = `SELECT id FROM keys WHERE fingerprint = $1
-			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`, q.Fingerprint
+		sel, arg = byFingerprint, q.Fingerprint
 	case q.KeyID != 0:
 		sel, arg = `SELECT id FROM keys WHERE long_id = $1
 			UNION SELECT key_ref FROM subkeys WHERE long_id = $1`, int64(q.KeyID)
@@ -587,13 +592,21 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 				array_agg(is_primary ORDER BY position) AS is_primary
 			FROM user_ids WHERE key_ref = k.id) u ON true`
 	}
-	rows, err := s.pool.Query(ctx, `WITH m(id) AS (SELECT id FROM (`+sel+`) AS s(id) ORDER BY id LIMIT `+limit+`)
-		SELECT k.fingerprint, k.digest,
+	// The matching keys: the ids sel yields, each key row read by its id;
+	// a lookup by fingerprint (the commonest, gpg --recv-keys) reads the
+	// rows its index scans find instead, without a second lookup by id.
+	from := `(SELECT k.* FROM keys k JOIN (SELECT id FROM (` + sel + `) AS s(id) ORDER BY id LIMIT ` + limit + `) m ON k.id = m.id) k`
+	if sel == byFingerprint {
+		from = `(SELECT * FROM (SELECT * FROM keys WHERE fingerprint = $1
+			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
+			ORDER BY id LIMIT ` + limit + `) k`
+	}
+	rows, err := s.pool.Query(ctx, `SELECT k.fingerprint, k.digest,
 			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
 			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
 			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
 			`+uids+`
-		FROM keys k JOIN m ON k.id = m.id `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}

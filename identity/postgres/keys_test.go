@@ -430,3 +430,122 @@ func TestFindKeysReadsPacketsOnlyWhenWanted(t *testing.T) {
 		t.Errorf("stream: %X, %v; want %X", got, err, want)
 	}
 }
+
+// TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome: many
+// uploads at once (new keys, and the same key twice with different user
+// IDs) are grouped into shared transactions, yet each caller is told what
+// its own upload changed, and every key is stored in full.
+func TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome(t *testing.T) {
+	const n = 48
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	g := keygen.New(91)
+	keys := make([]*pgp.Key, n)
+	for i := range keys {
+		keys[i] = typicalKey(t, g, i)
+	}
+	full := entityKey(t, newEntity(t, "Twice <twice@example.org>", "Twice Again <again@example.org>"))
+	halves := []*pgp.Key{withOnlyUserIDs(t, full, 0), withOnlyUserIDs(t, full, 1)}
+	var wg sync.WaitGroup
+	changes := make([]identity.KeyChange, n)
+	halfChanges := make([]identity.KeyChange, 2)
+	errs := make(chan error, n+2)
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := s.AddKey(ctx, k)
+			changes[i] = c
+			errs <- err
+		}()
+	}
+	for i, k := range halves {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := s.AddKey(ctx, k)
+			halfChanges[i] = c
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range changes {
+		if c != identity.KeyInserted {
+			t.Errorf("key %d: %v, want inserted", i, c)
+		}
+		found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: keys[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != keys[i].Digest() {
+			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
+		}
+	}
+	if got := []identity.KeyChange{halfChanges[0], halfChanges[1]}; !(got[0] == identity.KeyInserted && got[1] == identity.KeyUpdated) &&
+		!(got[0] == identity.KeyUpdated && got[1] == identity.KeyInserted) {
+		t.Errorf("the two halves of one key: %v, want one inserted and one updated", got)
+	}
+	found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	if err != nil || len(found) != 1 || found[0].Digest != full.Digest() {
+		t.Fatalf("the key uploaded in halves is not their union: %d %v", len(found), err)
+	}
+}
+
+// TestAddKeyWithCanceledContextStoresNothing: a caller that has given up
+// before its upload was queued gets an error and its key is not stored.
+func TestAddKeyWithCanceledContextStoresNothing(t *testing.T) {
+	s := pgtest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := typicalKey(t, keygen.New(92), 0)
+	if _, err := s.AddKey(ctx, k); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AddKey with a canceled context: %v", err)
+	}
+	found, _, err := s.FindKeys(context.Background(), identity.KeyQuery{Fingerprint: k.Fingerprint()})
+	if err != nil || len(found) != 0 {
+		t.Fatalf("key stored anyway: %d %v", len(found), err)
+	}
+}
+
+// TestConcurrentLargeBatchesOfTheSameNewKeys: two bulk batches (the COPY
+// path) holding the same new keys race; the loser reruns with fresh
+// reads, so both succeed and each key is inserted exactly once.
+func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
+	const n = 150
+	s := pgtest.NewStore(t)
+	ctx := context.Background()
+	g := keygen.New(93)
+	keys := make([]*pgp.Key, n)
+	for i := range keys {
+		keys[i] = typicalKey(t, g, i)
+	}
+	var wg sync.WaitGroup
+	results := make([][]identity.KeyChange, 2)
+	errs := make([]error, 2)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[w], errs[w] = s.AddKeys(ctx, keys)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		a, b := results[0][i], results[1][i]
+		if !(a == identity.KeyInserted && b == identity.KeyUnchanged) && !(a == identity.KeyUnchanged && b == identity.KeyInserted) {
+			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
+		}
+		found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: keys[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != keys[i].Digest() || len(found[0].UserIDs) != len(keys[i].Describe().UserIDs) {
+			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
+		}
+	}
+}

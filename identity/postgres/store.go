@@ -22,6 +22,8 @@ type Store struct {
 
 	hooksMu  sync.Mutex
 	keyHooks []func(ctx context.Context, changed []*pgp.Key)
+
+	group keyGroup // AddKey calls waiting for a group transaction
 }
 
 // OnKeysChanged has fn called with the stored form of every key that an

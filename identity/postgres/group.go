@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// Group commit of single-key writes: AddKey calls that arrive while
+// earlier ones are being written wait in a queue, and the next writer
+// takes everything queued (up to maxGroupKeys distinct fingerprints) into
+// one AddKeys transaction. Every caller still returns only after the
+// transaction holding its key has committed (and the key-change hooks
+// have run), so an answered upload is as durable as before; what the
+// queue saves is the round trips, the transaction overhead and, above
+// all, the WAL flush each key would otherwise wait for on its own.
+const (
+	// maxGroupWriters is how many group transactions run at once: one
+	// being flushed while the next is built keeps both cores busy without
+	// taking the whole connection pool from readers.
+	maxGroupWriters = 2
+	// maxGroupKeys bounds one group transaction (below smallBatch, so a
+	// group takes the few-round-trip INSERT path).
+	maxGroupKeys = 32
+)
+
+// keyGroup is the queue of AddKey calls waiting for a writer.
+type keyGroup struct {
+	mu      sync.Mutex
+	queue   []*queuedKey
+	writers int // group transactions running
+}
+
+// queuedKey is one AddKey call.
+type queuedKey struct {
+	key    *pgp.Key
+	fp     string
+	taken  bool          // a writer has it
+	lead   chan struct{} // closed to make this caller the next writer
+	done   chan struct{} // closed when change and err are set
+	change identity.KeyChange
+	err    error
+}
+
+// AddKey merges key, which has been through the policy, into the store:
+// a new key is inserted; a known key is merged with the stored one
+// (Policy.Merge) and rewritten only when the merge changed it. Key,
+// user IDs and subkeys go in one transaction, which may also hold the
+// keys of concurrent AddKey calls; AddKey returns once it has committed.
+func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
+	if len(key.Fingerprint()) == 0 {
+		return 0, fmt.Errorf("postgres: add key: no primary key packet")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("postgres: add key: %w", err)
+	}
+	q := &queuedKey{key: key, fp: string(key.Fingerprint()), lead: make(chan struct{}), done: make(chan struct{})}
+	g := &s.group
+	g.mu.Lock()
+	g.queue = append(g.queue, q)
+	lead := g.writers < maxGroupWriters
+	if lead {
+		g.writers++
+	}
+	g.mu.Unlock()
+	if !lead {
+		select {
+		case <-q.done:
+			return q.change, q.err
+		case <-q.lead:
+		case <-ctx.Done():
+			g.mu.Lock()
+			if !q.taken {
+				g.remove(q)
+				// A writer may have chosen this caller to lead meanwhile.
+				select {
+				case <-q.lead:
+					g.writers--
+					g.handOff()
+				default:
+				}
+				g.mu.Unlock()
+				return 0, fmt.Errorf("postgres: add key: %w", ctx.Err())
+			}
+			g.mu.Unlock()
+			select {
+			case <-q.done:
+				return q.change, q.err
+			case <-q.lead:
+			}
+		}
+	}
+	// This caller writes groups until its own key is written, then hands
+	// the writer's place to the first caller still waiting.
+	for {
+		group := g.take()
+		if len(group) > 0 {
+			s.writeGroup(context.WithoutCancel(ctx), group)
+		}
+		select {
+		case <-q.done:
+		default:
+			if len(group) > 0 {
+				continue
+			}
+			// Another writer has this caller's key in flight.
+		}
+		g.mu.Lock()
+		g.writers--
+		g.handOff()
+		g.mu.Unlock()
+		<-q.done
+		return q.change, q.err
+	}
+}
+
+// take removes the next group from the queue: callers in arrival order,
+// one per fingerprint (a second upload of the same key waits for the
+// next group, so that each caller learns what its own upload changed).
+func (g *keyGroup) take() []*queuedKey {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var group, rest []*queuedKey
+	seen := map[string]bool{}
+	for _, q := range g.queue {
+		if len(group) == maxGroupKeys || seen[q.fp] {
+			rest = append(rest, q)
+			continue
+		}
+		seen[q.fp] = true
+		q.taken = true
+		group = append(group, q)
+	}
+	g.queue = rest
+	return group
+}
+
+// remove drops q from the queue; g.mu is held.
+func (g *keyGroup) remove(q *queuedKey) {
+	for i, x := range g.queue {
+		if x == q {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// handOff makes the first waiting caller a writer when there is room;
+// g.mu is held.
+func (g *keyGroup) handOff() {
+	if g.writers >= maxGroupWriters {
+		return
+	}
+	for _, q := range g.queue {
+		select {
+		case <-q.lead:
+			continue // already leading
+		default:
+		}
+		g.writers++
+		close(q.lead)
+		return
+	}
+}
+
+// writeGroup stores a group in one transaction and tells each caller its
+// outcome. When the transaction fails and the group holds more than one
+// key, each key is retried alone, so that one key the store refuses
+// fails only its own upload.
+func (s *Store) writeGroup(ctx context.Context, group []*queuedKey) {
+	if len(group) == 0 {
+		return
+	}
+	keys := make([]*pgp.Key, len(group))
+	for i, q := range group {
+		keys[i] = q.key
+	}
+	changes, err := s.AddKeys(ctx, keys)
+	if err != nil && len(group) > 1 {
+		for _, q := range group {
+			s.writeGroup(ctx, []*queuedKey{q})
+		}
+		return
+	}
+	for i, q := range group {
+		if err != nil {
+			q.err = err
+		} else {
+			q.change = changes[i]
+		}
+		close(q.done)
+	}
+}
