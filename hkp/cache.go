@@ -96,8 +96,15 @@ type cache struct {
 	words  entrySet
 }
 
-// Per-entry bookkeeping counted against the size bound, beyond the body.
-const entryOverhead = 256
+// Per-entry bookkeeping counted against the size bound, beyond the body,
+// the key and the term: the entry, its answer, its LRU element and its
+// slots in the indexes (TestCacheSizeBoundCoversItsMemory measures it:
+// about 800 bytes for a small answer). Each fingerprint adds
+// fingerprintOverhead: its string and its own index set.
+const (
+	entryOverhead       = 640
+	fingerprintOverhead = 192
+)
 
 func newCache(max int64, ttl time.Duration, now func() time.Time, m *metrics) *cache {
 	return &cache{
@@ -158,7 +165,10 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 	if !c.usable() || !a.cacheable {
 		return
 	}
-	size := int64(len(a.body)+len(key)+entryOverhead) + int64(len(fps))*64
+	size := int64(len(a.body)+len(key)+len(term)+entryOverhead) + int64(len(fps))*fingerprintOverhead
+	for _, w := range words {
+		size += int64(len(w)) + 32
+	}
 	if size > c.max/16 {
 		return
 	}
@@ -181,6 +191,18 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 		addTo(c.byTerm, term, e)
 	} else {
 		c.words[e] = struct{}{}
+	}
+	// An entry expires a TTL after it was put, so one unused for longer
+	// than the TTL has expired: drop those from the back of the LRU
+	// list, so that the cache holds what was asked within the TTL, not
+	// everything asked since the start until the bound is reached.
+	now := c.now()
+	for back := c.lru.Back(); back != nil && back.Value.(*cacheEntry) != e; back = c.lru.Back() {
+		old := back.Value.(*cacheEntry)
+		if now.Before(old.expires) {
+			break
+		}
+		c.remove(old)
 	}
 	evicted := 0
 	for c.bytes > c.max {

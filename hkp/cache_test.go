@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -217,7 +218,7 @@ func TestCacheDoesNotKeepAnswerReadBeforeChange(t *testing.T) {
 func (h *Handler) keyChangedLocally(fp []byte) { h.cache.invalidate(fp, &keyTerms{}) }
 
 func TestCacheEvictsLeastRecentlyUsedWithinSize(t *testing.T) {
-	c := newCache(16*1024, time.Minute, time.Now, nil)
+	c := newCache(32*1024, time.Minute, time.Now, nil)
 	c.enable()
 	body := make([]byte, 700)
 	for i := 0; i < 40; i++ {
@@ -261,5 +262,62 @@ func TestCacheIsOffWithoutListener(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 404 || len(h.cache.byKey) != 0 || h.Listening() {
 		t.Errorf("code %d, %d cached answers without a listener", res.StatusCode, len(h.cache.byKey))
+	}
+}
+
+// TestCacheSizeBoundCoversItsMemory: the bytes the cache counts against
+// its bound are at least the heap its entries take, so that the bound
+// bounds memory. Entries are shaped like a lookup's: a key naming a
+// fingerprint, a small answer (a miss) or a 1 KiB one, one fingerprint
+// and a term, each indexed.
+func TestCacheSizeBoundCoversItsMemory(t *testing.T) {
+	for _, bodySize := range []int{16, 1024} {
+		c := newCache(1<<40, time.Hour, time.Now, nil)
+		c.enable()
+		const n = 20000
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < n; i++ {
+			fp := fmt.Sprintf("%040X", i)
+			body := make([]byte, bodySize)
+			c.put(c.begin(), "get|m|fp:"+fp, &answer{status: 200, contentType: "application/pgp-keys", body: body, cacheable: true},
+				[]string{fp[:20]}, "fp:"+fp, nil)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		used := int64(after.HeapInuse) - int64(before.HeapInuse)
+		t.Logf("%d entries with %d-byte bodies: %d bytes counted, %d bytes of heap (%d and %d per entry)",
+			n, bodySize, c.bytes, used, c.bytes/n, used/n)
+		if c.bytes < used {
+			t.Errorf("%d-byte bodies: the cache counts %d bytes, its entries take %d", bodySize, c.bytes, used)
+		}
+		runtime.KeepAlive(c)
+	}
+}
+
+// TestCacheDropsEntriesUnusedForTheTTL: an answer nobody asked for within
+// the TTL leaves the cache when the next answer is put, instead of
+// holding memory until the size bound pushes it out.
+func TestCacheDropsEntriesUnusedForTheTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newCache(1<<20, time.Minute, func() time.Time { return now }, nil)
+	c.enable()
+	c.put(c.begin(), "old", &answer{status: 200, cacheable: true}, []string{"fp1"}, "t1", nil)
+	c.put(c.begin(), "hot", &answer{status: 200, cacheable: true}, []string{"fp2"}, "t2", nil)
+	now = now.Add(30 * time.Second)
+	c.put(c.begin(), "mid", &answer{status: 200, cacheable: true}, []string{"fp3"}, "t3", nil)
+	now = now.Add(31 * time.Second)
+	c.get("hot") // expired too: a get drops it
+	c.put(c.begin(), "new", &answer{status: 200, cacheable: true}, []string{"fp4"}, "t4", nil)
+	if _, ok := c.byKey["old"]; ok {
+		t.Error("an entry unused for longer than the TTL is still held")
+	}
+	if c.byKey["mid"] == nil || c.byKey["new"] == nil {
+		t.Errorf("entries within the TTL were dropped: %v", c.byKey)
+	}
+	want := c.byKey["mid"].size + c.byKey["new"].size
+	if len(c.byKey) != 2 || c.bytes != want || len(c.byFP) != 2 || len(c.byTerm) != 2 {
+		t.Errorf("after the sweep: %d entries, %d bytes (want %d), %d fps, %d terms", len(c.byKey), c.bytes, want, len(c.byFP), len(c.byTerm))
 	}
 }

@@ -223,6 +223,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"GET /account/artifacts", h.serveArtifacts},
 		{"POST /account/delete", h.serveDelete},
 		{"GET /static/kith.css", serveCSS},
+		{"GET /static/copy.js", serveCopyJS},
 	}
 	for _, rt := range routes {
 		mux.Handle(rt.pattern, h.wrap(rt.fn))
@@ -245,9 +246,10 @@ func (h *Handler) wrap(fn http.HandlerFunc) http.Handler {
 			}
 		}()
 		hd := w.Header()
-		// No script, no frames, styles only from here. form-action is left
-		// out: a login form redirects to the provider.
-		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'")
+		// No frames; styles and the one script (copy buttons) only from
+		// here, nothing inline. form-action is left out: a login form
+		// redirects to the provider.
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "same-origin")

@@ -197,18 +197,14 @@ func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 	p.Title = string(id.Handle)
 	factors := factorViews(a, recs, false)
 	v := profileView{Handle: string(id.Handle), Created: date(id.Created), Factors: factors,
-		Picture: newPicture(string(id.Handle), factors), Server: h.publicURL()}
+		Picture: newPicture(string(id.Handle), factors), TallPicture: newTallPicture(string(id.Handle), factors), Server: h.publicURL()}
 	var keys []string
 	for _, f := range factors {
 		if f.Kind == string(identity.KindSSH) && f.Level == "proven" && f.Key != "" {
 			keys = append(keys, f.Key+" "+v.Handle)
 		}
 	}
-	if len(keys) == 0 {
-		v.AuthorizedKeys = "# " + v.Handle + " has no proven SSH key"
-	} else {
-		v.AuthorizedKeys = "curl -fsS " + v.Server + "/users/" + v.Handle + ".keys >> ~/.ssh/authorized_keys\n\n# which adds:\n" + strings.Join(keys, "\n")
-	}
+	v.AuthorizedKeys = keys
 	h.render(w, r, http.StatusOK, profilePage(p, v))
 }
 
@@ -216,10 +212,13 @@ func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 type profileView struct {
 	Handle, Created string
 	Factors         []factorView
-	Picture         picture
-	// Server is the server's public URL; AuthorizedKeys the snippet
-	// that installs the proven SSH keys.
-	Server, AuthorizedKeys string
+	// Picture is the identity drawn for a wide screen, TallPicture for a
+	// narrow one.
+	Picture, TallPicture picture
+	// Server is the server's public URL.
+	Server string
+	// AuthorizedKeys are the proven SSH keys as authorized_keys lines.
+	AuthorizedKeys []string
 }
 
 // publicURL is the server's URL as its statements name it ("Kith

@@ -59,12 +59,54 @@ func TestChromiumPagesFitDesktopAndPhone(t *testing.T) {
 			if wide {
 				t.Errorf("%s at %s width is wider than the screen", name, size.name)
 			}
+			broken, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](brokenGroups))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(broken) > 0 {
+				t.Errorf("%s at %s width breaks fingerprint groups %q across lines", name, size.name, broken)
+			}
 			shoot(t, ctx, name+"-"+size.name)
 		}
 	}
-	// The key page's fingerprint groups never break inside a group.
 	navigate(t, ctx, s.srv.URL+"/keys/"+fpr)
 	if got := text(t, ctx, "#fingerprint"); strings.ReplaceAll(got, " ", "") != fpr {
 		t.Errorf("fingerprint %q", got)
 	}
+
+	// Copy buttons: one after each command, key and snippet; a click
+	// selects what it copies (the clipboard itself is the browser's).
+	navigate(t, ctx, s.srv.URL+"/u/nora")
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-copy] + button.copy').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 4 { // the SSH key, the curl command, the authorized_keys lines, verify-log
+		t.Errorf("profile has %d copy buttons, want at least 4", n)
+	}
+	selected, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`document.querySelector('#verify-command + button.copy').click(); window.getSelection().toString()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if selected != "kith verify-log --server "+s.srv.URL {
+		t.Errorf("the verify-log copy button took %q", selected)
+	}
 }
+
+// brokenGroups lists the groups of every fingerprint (.fp) on the page
+// that the browser laid out across more than one line.
+const brokenGroups = `Array.from(document.querySelectorAll('.fp')).flatMap(el => {
+	const out = [];
+	const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+	for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+		for (const m of n.data.matchAll(/\S+/g)) {
+			const r = document.createRange();
+			r.setStart(n, m.index);
+			r.setEnd(n, m.index + m[0].length);
+			const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+			if (tops.size > 1) out.push(m[0]);
+		}
+	}
+	return out;
+})`

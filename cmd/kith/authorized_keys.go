@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -57,8 +56,14 @@ const maxKeysBody = 1 << 20
 const authorizedKeysEnvPrefix = "KITH_AUTHORIZED_KEYS_"
 
 func runAuthorizedKeys(ctx context.Context, env *environment, args []string) error {
-	fs := flag.NewFlagSet("kith authorized-keys", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSetWith(env, "authorized-keys", func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kith authorized-keys [flags] USER\n\n")
+		fmt.Fprintf(w, "Prints USER's proven SSH keys from a Kith server, for sshd's AuthorizedKeysCommand:\n")
+		fmt.Fprintf(w, "  AuthorizedKeysCommand /usr/local/bin/kith authorized-keys --server URL --fingerprint %%f %%u\n")
+		fmt.Fprintf(w, "  AuthorizedKeysCommandUser kith-ssh\n")
+		fmt.Fprintf(w, "The cache directory must belong to that user, mode 0700: install -d -o kith-ssh -m 0700 /var/cache/kith\n\n")
+		fmt.Fprintf(w, "Settings come from the defaults, then KITH_AUTHORIZED_KEYS_* environment variables, then flags.\n\n")
+	})
 	cfg := authorizedKeysConfig{Timeout: 2 * time.Second, CacheDir: "/var/cache/kith", MaxAge: 24 * time.Hour}
 	type binding struct {
 		name, env, usage string
@@ -115,16 +120,11 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 			return cfg.MaxAge.String()
 		})
 	for _, b := range bs {
-		fs.Func(b.name, fmt.Sprintf("%s (env %s)", b.usage, b.env), b.set)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith authorized-keys [flags] USER\n\n")
-		fmt.Fprintf(env.stderr, "Prints USER's proven SSH keys from a Kith server, for sshd's AuthorizedKeysCommand:\n")
-		fmt.Fprintf(env.stderr, "  AuthorizedKeysCommand /usr/local/bin/kith authorized-keys --server URL --fingerprint %%f %%u\n")
-		fmt.Fprintf(env.stderr, "  AuthorizedKeysCommandUser kith-ssh\n")
-		fmt.Fprintf(env.stderr, "The cache directory must belong to that user, mode 0700: install -d -o kith-ssh -m 0700 /var/cache/kith\n\n")
-		fmt.Fprintf(env.stderr, "Settings come from the defaults, then KITH_AUTHORIZED_KEYS_* environment variables, then flags.\n\n")
-		fs.PrintDefaults()
+		usage := fmt.Sprintf("%s (env %s)", b.usage, b.env)
+		if d := b.value(); d != "" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		fs.Func(b.name, usage, b.set)
 	}
 	// The environment first, so that flags win.
 	known := map[string]binding{}
@@ -153,8 +153,7 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: authorized-keys takes one USER", errUsage)
+		return misuse(env, "authorized-keys", "takes one USER, got %d arguments", fs.NArg())
 	}
 	if cfg.Server == "" {
 		return fmt.Errorf("setting server: no Kith server given (--server or %sSERVER)", authorizedKeysEnvPrefix)

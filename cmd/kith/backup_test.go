@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/embedded"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 )
 
 // pgTool returns the path of a PostgreSQL client tool of the server's
@@ -109,6 +110,60 @@ func TestBackupAndRestoreEmbeddedCluster(t *testing.T) {
 	}
 	if _, got := getBody(t, base+"/users/alice.keys"); got != keysBefore {
 		t.Fatalf("/users/alice.keys after the restore: %q, want %q", got, keysBefore)
+	}
+	if _, got := getBody(t, base+"/api/v1/log"); got != logBefore {
+		t.Fatalf("evidence log after the restore:\n%s\nwant\n%s", got, logBefore)
+	}
+	s.stop(t)
+}
+
+// TestBackupAndRestoreExternalDatabase runs the README's commands for a
+// database_url: pg_dump of the live database, pg_restore into a database
+// Kith never migrated, and a kith serve on it serves the same keys,
+// identities and evidence log.
+func TestBackupAndRestoreExternalDatabase(t *testing.T) {
+	t.Parallel()
+	pgDump, pgRestore := pgTool(t, "pg_dump"), pgTool(t, "pg_restore")
+	src, dst := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
+	s := startServe(t, tempDir(t), nil, "--database-url", src)
+	s.waitHealth(t, http.StatusOK, 60*time.Second)
+	base := "http://" + s.addr
+
+	up := newUploader(t, base, 10, 47)
+	up.run(2)
+	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() == 10 }) {
+		t.Fatalf("uploads: %d of 10\n%s", up.ok.Load(), s.stderr)
+	}
+	up.halt()
+	a := &apiServer{t: t, srv: &httptest.Server{URL: base}}
+	bob := newSSHKeyPair(t, t.TempDir(), "bob")
+	a.claim("bob", bob)
+	_, keysBefore := getBody(t, base+"/users/bob.keys")
+	if !strings.Contains(keysBefore, strings.Fields(bob.pub)[1]) {
+		t.Fatalf("/users/bob.keys before the backup: %q", keysBefore)
+	}
+	_, logBefore := getBody(t, base+"/api/v1/log")
+
+	// Backup, while the server runs.
+	backup := filepath.Join(t.TempDir(), "kith.pgdump")
+	if out, err := exec.Command(pgDump, src, "-Fc", "-f", backup).CombinedOutput(); err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, out)
+	}
+	s.stop(t)
+
+	// Restore into an empty database: no --clean needed.
+	if out, err := exec.Command(pgRestore, "-d", dst, "--no-owner", "--single-transaction", backup).CombinedOutput(); err != nil {
+		t.Fatalf("pg_restore: %v\n%s", err, out)
+	}
+	s = startServe(t, tempDir(t), nil, "--database-url", dst)
+	s.waitHealth(t, http.StatusOK, 60*time.Second)
+	base = "http://" + s.addr
+	up.base = base
+	if gone := up.missing(t); len(gone) > 0 {
+		t.Fatalf("keys lost in the restore: %v", gone)
+	}
+	if _, got := getBody(t, base+"/users/bob.keys"); got != keysBefore {
+		t.Fatalf("/users/bob.keys after the restore: %q, want %q", got, keysBefore)
 	}
 	if _, got := getBody(t, base+"/api/v1/log"); got != logBefore {
 		t.Fatalf("evidence log after the restore:\n%s\nwant\n%s", got, logBefore)

@@ -37,21 +37,29 @@ when and why ("list --log" prints the log).`
 
 func runBlock(ctx context.Context, env *environment, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: kith block add|remove|list|show (kith block add --help)", errUsage)
+		return misuse(env, "block", "needs a command: add, remove, list or show")
 	}
 	verb, args := args[0], args[1:]
+	name := "block " + verb
+	switch verb {
+	case "add", "remove", "list", "show":
+	case "help", "-h", "-help", "--help":
+		name, args = "block", []string{"--help"}
+	default:
+		return misuse(env, "block", "unknown command %q: add, remove, list or show", verb)
+	}
 	// The fingerprint may come before the flags.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		args = append(args[1:], args[0])
 	}
-	fs := newFlagSet(env, "block "+verb, blockUsage)
+	fs := newFlagSet(env, name, blockUsage)
 	reason := fs.String("reason", "", "why (required for add and remove; logged and listed)")
 	keep := fs.Bool("keep-revocations", false, "keep the key as a tombstone that accepts revocations, instead of removing it")
 	uidHash := fs.String("user-id", "", "block only the user ID with this SHA-256 `hash` (hex)")
 	certHash := fs.String("certification", "", "block only the signature with this SHA-256 `hash` (hex)")
 	by := fs.String("by", "", "who does it (default USER@HOST)")
 	withLog := fs.Bool("log", false, "list: print the log of blocklist changes too")
-	cfg, rest, err := loadConfig(fs, args, env.environ)
+	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url")
 	if err != nil {
 		return err
 	}
@@ -68,8 +76,6 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 		if len(rest) != 0 {
 			return fmt.Errorf("%w: kith block list takes no arguments", errUsage)
 		}
-	default:
-		return fmt.Errorf("%w: unknown block command %q (add, remove, list, show)", errUsage, verb)
 	}
 	var hash []byte
 	var hashTag pgp.Tag

@@ -320,6 +320,31 @@ func auxiliaryEnv(name string) bool {
 // args, and applies file, environment and flags in that order. It returns
 // the arguments left after the flags.
 func loadConfig(fs *flag.FlagSet, args []string, environ []string) (Config, []string, error) {
+	return loadConfigFlags(fs, args, environ, nil)
+}
+
+// storeSettingKeys are the settings every command that works on the store
+// uses: where the store is, and how to log.
+func storeSettingKeys() []string {
+	return []string{"data_dir", "database_url", "database_max_conns", "postgres_user", "log_format", "log_level"}
+}
+
+// loadToolConfig is loadConfig for a command that uses only some settings:
+// it has flags for the store's settings and the extra keys only, so that
+// its --help lists only what it uses. The file and the environment may
+// still hold every setting (one file serves kith serve and its tools), and
+// are checked alike.
+func loadToolConfig(fs *flag.FlagSet, args []string, environ []string, extra ...string) (Config, []string, error) {
+	keys := map[string]bool{}
+	for _, k := range append(storeSettingKeys(), extra...) {
+		keys[k] = true
+	}
+	return loadConfigFlags(fs, args, environ, keys)
+}
+
+// loadConfigFlags is loadConfig with flags for the settings in flagged
+// only (nil: all).
+func loadConfigFlags(fs *flag.FlagSet, args []string, environ []string, flagged map[string]bool) (Config, []string, error) {
 	cfg := defaultConfig()
 	all := settings()
 	var configFile string
@@ -328,7 +353,9 @@ func loadConfig(fs *flag.FlagSet, args []string, environ []string) (Config, []st
 	// after the file and the environment.
 	scratch := defaultConfig()
 	for _, s := range all {
-		fs.Var(s.bind(&scratch), s.flagName(), fmt.Sprintf("%s (env %s, file key %s)", s.usage, s.envName(), s.key))
+		if flagged == nil || flagged[s.key] {
+			fs.Var(s.bind(&scratch), s.flagName(), fmt.Sprintf("%s (env %s, file key %s)", s.usage, s.envName(), s.key))
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, nil, err

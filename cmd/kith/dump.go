@@ -19,7 +19,7 @@ func runDump(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "dump", "dump --dir DIR [flags]\n\nWrites every stored key as SKS-format dump files (concatenated binary keys,\nsks-dump-NNNN.pgp), from one consistent snapshot of the store. The files\nload into kith load and into SKS. Keys gpg cannot read (malformed, or v6,\nwhich gpg 2.2 stops reading a whole file at) are skipped and counted.")
 	dir := fs.String("dir", "", "`directory` to write the dump files to (created if missing; must hold no dump yet)")
 	perFile := fs.Int("keys-per-file", 15000, "`number` of keys in each dump file")
-	cfg, rest, err := loadConfig(fs, args, env.environ)
+	cfg, rest, err := loadToolConfig(fs, args, env.environ)
 	if err != nil {
 		return err
 	}

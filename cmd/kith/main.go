@@ -133,6 +133,15 @@ func usage(w io.Writer, cmds []command) {
 // --help prints the usage to stdout (and the command exits 0); a bad flag
 // prints one line and a hint to stderr (exit 2), not the whole usage.
 func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
+	return newFlagSetWith(env, name, func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kith %s\n\n", synopsis)
+		fmt.Fprintf(w, "Settings come from the defaults, then the --config file, then KITH_* environment variables, then flags.\n\n")
+	})
+}
+
+// newFlagSetWith is newFlagSet for a command that writes the text before
+// its flags itself.
+func newFlagSetWith(env *environment, name string, head func(w io.Writer)) *flag.FlagSet {
 	fs := flag.NewFlagSet("kith "+name, flag.ContinueOnError)
 	out := &flagOutput{}
 	fs.SetOutput(out)
@@ -143,13 +152,21 @@ func newFlagSet(env *environment, name, synopsis string) *flag.FlagSet {
 			env.flagErrorShown = true
 			return
 		}
-		fmt.Fprintf(env.stdout, "Usage: kith %s\n\n", synopsis)
-		fmt.Fprintf(env.stdout, "Settings come from the defaults, then the --config file, then KITH_* environment variables, then flags.\n\n")
+		head(env.stdout)
 		fs.SetOutput(env.stdout)
 		fs.PrintDefaults()
 		fs.SetOutput(out)
 	}
 	return fs
+}
+
+// misuse reports a command line its flag set parsed but the command cannot
+// run, as a bad flag is reported: one line and a hint on stderr, exit 2.
+func misuse(env *environment, name, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(env.stderr, "kith %s: %s\nRun 'kith %s --help' for its flags.\n", name, msg, name)
+	env.flagErrorShown = true
+	return fmt.Errorf("%w: %s", errUsage, msg)
 }
 
 // flagOutput keeps what the flag package writes before it calls Usage:

@@ -243,7 +243,8 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 	}) {
 		t.Fatalf("no new postmaster within 30 s of SIGKILL:\n%s", s.stderr)
 	}
-	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	// The bound: healthy within 30 s of the kill, all told.
+	s.waitHealth(t, http.StatusOK, max(time.Second, 30*time.Second-time.Since(killed)))
 	t.Logf("healthy again %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
 	// Uploads go on succeeding after the restart.
 	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= okAtKill+40 }) {

@@ -128,7 +128,7 @@ func ensureDataDir(dir string) error {
 
 func runMigrate(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "migrate", "migrate [flags]")
-	cfg, _, err := loadConfig(fs, args, env.environ)
+	cfg, _, err := loadToolConfig(fs, args, env.environ)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,18 +60,13 @@ func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc
 }
 
 func runLogKey(ctx context.Context, env *environment, args []string) error {
-	fs := flag.NewFlagSet("kith log-key", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith log-key [settings]\n\nPrints the transparency log's verifier key (as GET /log/key serves it).\n\n")
-		fs.PrintDefaults()
-	}
-	cfg, rest, err := loadConfig(fs, args, env.environ)
+	fs := newFlagSet(env, "log-key", "log-key [flags]\n\nPrints the transparency log's verifier key (as GET /log/key serves it).")
+	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "log.key_file")
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("%w: log-key takes no arguments, got %q", errUsage, rest)
+		return misuse(env, "log-key", "takes no arguments, got %q", rest)
 	}
 	log := newLogger(env.stderr, cfg)
 	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,30 +32,26 @@ var errLogInvalid = errors.New("evidence log does not verify")
 const logPageSize = 1000
 
 func runVerifyLog(ctx context.Context, env *environment, args []string) error {
-	fs := flag.NewFlagSet("kith verify-log", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSetWith(env, "verify-log", func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE) [--artifacts FILE]\n\n")
+		fmt.Fprintf(w, "Re-verifies every evidence record's proof and the hash chain, printing each failure; with --server, also\n")
+		fmt.Fprintf(w, "that the records are exactly the entries of the log's signed checkpoint, and with --state that it is\n")
+		fmt.Fprintf(w, "consistent with the checkpoint verified last time.\n\n")
+	})
 	server := fs.String("server", "", "fetch the log from the Kith server at `URL` and check it against its signed checkpoint")
 	file := fs.String("file", "", "read the log from `file` (JSON pages of GET /api/v1/log, one after another; - for stdin); no checkpoint is checked")
 	stateFile := fs.String("state", "", "remember the log key and the last verified checkpoint in `file`, and prove the next one consistent with it")
 	logKeyFlag := fs.String("log-key", "", "the log's verifier `key` (as kith log-key prints it); default: the one in --state, else the server's, trusted on first use")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each page fetch may take")
 	artifactsFile := fs.String("artifacts", "", "check the records whose ID tokens and emails are private with the artifacts in `file` (JSON, as the account page's \"Download my artifacts\" gives them)")
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE) [--artifacts FILE]\n\n")
-		fmt.Fprintf(env.stderr, "Re-verifies every evidence record's proof and the hash chain, printing each failure; with --server, also\n")
-		fmt.Fprintf(env.stderr, "that the records are exactly the entries of the log's signed checkpoint, and with --state that it is\n")
-		fmt.Fprintf(env.stderr, "consistent with the checkpoint verified last time.\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*server == "") == (*file == "") || fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: give exactly one of --server and --file", errUsage)
+		return misuse(env, "verify-log", "give exactly one of --server and --file")
 	}
 	if *file != "" && (*stateFile != "" || *logKeyFlag != "") {
-		return fmt.Errorf("%w: --state and --log-key check a server's checkpoint; they need --server", errUsage)
+		return misuse(env, "verify-log", "--state and --log-key check a server's checkpoint; they need --server")
 	}
 	var arts map[int64][]identity.Artifact
 	if *artifactsFile != "" {

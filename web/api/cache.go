@@ -27,10 +27,15 @@ type cache struct {
 	session uint64 // bumped by every disable, so a late enable is ignored
 	max     int
 	handles map[string]map[string]cached
+	// Every ttl, put drops the handles whose answers have all expired,
+	// so that the cache holds what was asked within about two TTLs, not
+	// every handle ever asked for until max is reached.
+	ttl       time.Duration
+	nextSweep time.Time
 }
 
-func newCache(max int) *cache {
-	return &cache{max: max, handles: map[string]map[string]cached{}}
+func newCache(max int, ttl time.Duration) *cache {
+	return &cache{max: max, ttl: ttl, handles: map[string]map[string]cached{}}
 }
 
 func (c *cache) get(handle, variant string, now time.Time) (cached, bool) {
@@ -55,11 +60,15 @@ func (c *cache) generation() uint64 {
 
 // put stores an answer computed after generation gen, unless something was
 // dropped since.
-func (c *cache) put(handle, variant string, gen uint64, e cached) {
+func (c *cache) put(handle, variant string, gen uint64, e cached, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.on || gen != c.gen {
 		return
+	}
+	if !now.Before(c.nextSweep) {
+		c.sweep(now)
+		c.nextSweep = now.Add(c.ttl)
 	}
 	m := c.handles[handle]
 	if m == nil {
@@ -72,6 +81,22 @@ func (c *cache) put(handle, variant string, gen uint64, e cached) {
 		c.handles[handle] = m
 	}
 	m[variant] = e
+}
+
+// sweep drops the handles none of whose answers is fresh at now.
+func (c *cache) sweep(now time.Time) {
+	for h, m := range c.handles {
+		fresh := false
+		for _, e := range m {
+			if now.Before(e.expires) {
+				fresh = true
+				break
+			}
+		}
+		if !fresh {
+			delete(c.handles, h)
+		}
+	}
 }
 
 func (c *cache) drop(handle string) {

@@ -91,7 +91,7 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc: opts.Service, keys: opts.Keys, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
-		cache:    newCache(opts.CacheSize),
+		cache:    newCache(opts.CacheSize, opts.CacheTTL),
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
 	}
 	switch {

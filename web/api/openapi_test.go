@@ -93,6 +93,40 @@ func TestOpenAPIDocumentIsValidAndListsEveryRoute(t *testing.T) {
 	if n < 7 {
 		t.Errorf("only %d /api/v1 routes registered: %v", n, registered)
 	}
+	// Every request body and every answer with a body has an example.
+	type content map[string]map[string]json.RawMessage
+	var op struct {
+		RequestBody struct {
+			Content content `json:"content"`
+		} `json:"requestBody"`
+		Responses map[string]struct {
+			Content content `json:"content"`
+		} `json:"responses"`
+	}
+	hasExample := func(c map[string]json.RawMessage) bool { return c["example"] != nil || c["examples"] != nil }
+	for path, ops := range parsed.Paths {
+		for method, raw := range ops {
+			if method == "parameters" {
+				continue
+			}
+			op.RequestBody.Content, op.Responses = nil, nil
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			for ct, c := range op.RequestBody.Content {
+				if !hasExample(c) {
+					t.Errorf("%s %s: request body %s has no example", method, path, ct)
+				}
+			}
+			for code, r := range op.Responses {
+				for ct, c := range r.Content {
+					if !hasExample(c) {
+						t.Errorf("%s %s: answer %s (%s) has no example", method, path, code, ct)
+					}
+				}
+			}
+		}
+	}
 	if !bytes.Equal([]byte(body), api.OpenAPI()) {
 		t.Error("the served document is not the embedded one")
 	}

@@ -174,7 +174,7 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, handle, va
 		sum := sha256.Sum256(c.body)
 		c.etag = `"` + hex.EncodeToString(sum[:16]) + `"`
 		c.expires = now.Add(h.ttl)
-		h.cache.put(handle, variant, gen, c)
+		h.cache.put(handle, variant, gen, c, now)
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", c.ctype)

@@ -19,6 +19,8 @@ package embedded
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +67,11 @@ type Options struct {
 	MaxFailures int
 	// FailureWindow is the window MaxFailures counts in. Default 1 min.
 	FailureWindow time.Duration
+	// ReachableRoot is where the cluster lives instead when the caller is
+	// root and User cannot reach Dir (a checkout under a home only root
+	// can enter): a directory there named after Dir, with Dir a symbolic
+	// link to it. Default /var/lib/kith/clusters.
+	ReachableRoot string
 	// Logger receives the cluster's life-cycle events; the server's own
 	// output goes to Dir/log/postgres.log. Default: discard.
 	Logger *slog.Logger
@@ -149,9 +156,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("embedded: data directory %q: %w", opts.Dir, err)
 	}
 	opts.Dir = dir
-	if len(filepath.Join(dir, ".s.PGSQL.5432")) > 100 {
-		return nil, fmt.Errorf("embedded: data directory %q: path too long for a Unix socket (at most about 90 characters)", dir)
-	}
 	bin, err := findBinDir(opts.BinDir)
 	if err != nil {
 		return nil, err
@@ -159,6 +163,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	cred, owner, err := runAs(opts.User)
 	if err != nil {
 		return nil, err
+	}
+	if owner != nil {
+		if dir, err = reachableDir(dir, opts.ReachableRoot, owner, opts.Logger); err != nil {
+			return nil, err
+		}
+		opts.Dir = dir
+	}
+	if len(filepath.Join(dir, ".s.PGSQL.5432")) > 100 {
+		return nil, fmt.Errorf("embedded: data directory %q: path too long for a Unix socket (at most about 90 characters)", dir)
 	}
 	if err := prepareDir(dir, owner); err != nil {
 		return nil, err
@@ -208,6 +221,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReachableRoot == "" {
+		opts.ReachableRoot = "/var/lib/kith/clusters"
 	}
 	return opts
 }
@@ -662,22 +678,73 @@ func prepareDir(dir string, owner *[2]int) error {
 		return fmt.Errorf("embedded: hand data directory to the server's user: %w", err)
 	}
 	// Every directory above must be searchable by the server's user.
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+	if p := unsearchable(filepath.Dir(dir), owner); p != "" {
+		return fmt.Errorf("embedded: the PostgreSQL server's user cannot reach %s: %s is not searchable by others (chmod o+x %s, or choose another --data-dir)", dir, p, p)
+	}
+	return nil
+}
+
+// unsearchable returns the first of dir and the directories above it that
+// owner (uid, gid) cannot search, or "" when it can reach dir.
+func unsearchable(dir string, owner *[2]int) string {
+	for p := dir; ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err != nil {
-			return fmt.Errorf("embedded: %w", err)
+			return p
 		}
 		sys, _ := st.Sys().(*syscall.Stat_t)
 		searchable := st.Mode().Perm()&0o001 != 0 ||
 			(sys != nil && int(sys.Uid) == owner[0] && st.Mode().Perm()&0o100 != 0) ||
 			(sys != nil && int(sys.Gid) == owner[1] && st.Mode().Perm()&0o010 != 0)
 		if !searchable {
-			return fmt.Errorf("embedded: the PostgreSQL server's user cannot reach %s: %s is not searchable by others (chmod o+x %s, or choose another --data-dir)", dir, p, p)
+			return p
 		}
 		if p == filepath.Dir(p) {
-			return nil
+			return ""
 		}
 	}
+}
+
+// reachableDir returns where the cluster of dir lives when the server
+// runs as owner: dir itself (or what a symbolic link there points to)
+// when owner can reach it. Otherwise, for a cluster not made yet, a
+// directory under root named after dir, with dir made a symbolic link to
+// it, so that the quick start works as root in a checkout under a home
+// only root can enter, without opening that home to anyone.
+func reachableDir(dir, root string, owner *[2]int, log *slog.Logger) (string, error) {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("embedded: data directory: %w", err)
+	}
+	blocked := unsearchable(filepath.Dir(dir), owner)
+	if blocked == "" {
+		return dir, nil
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		// Only an empty directory (an earlier start that stopped here)
+		// gives way to the link; a cluster is never moved.
+		if err := os.Remove(dir); err != nil {
+			return "", fmt.Errorf("embedded: the PostgreSQL server's user cannot reach %s: %s is not searchable by others (move the cluster to a directory it can reach and leave a symbolic link at %s, or chmod o+x %s)", dir, blocked, dir, blocked)
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	target := filepath.Join(root, hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return "", fmt.Errorf("embedded: %s is not reachable by the server's user, and %w", dir, err)
+	}
+	if p := unsearchable(root, owner); p != "" {
+		return "", fmt.Errorf("embedded: the PostgreSQL server's user can reach neither %s (%s is not searchable by others) nor %s (%s is not)", dir, blocked, root, p)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return "", fmt.Errorf("embedded: create data directory: %w", err)
+	}
+	if err := os.Symlink(target, dir); err != nil {
+		return "", fmt.Errorf("embedded: link %s to %s: %w", dir, target, err)
+	}
+	log.Info("the PostgreSQL server's user cannot reach the data directory; its cluster lives elsewhere, linked from it",
+		"dir", dir, "not_searchable", blocked, "cluster", target)
+	return target, nil
 }
 
 // lockDir takes an exclusive lock on a file beside the cluster directory, so

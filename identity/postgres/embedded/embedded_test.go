@@ -305,3 +305,104 @@ func TestClusterMovesTrustClusterToPasswords(t *testing.T) {
 		t.Error("the server log holds the password")
 	}
 }
+
+// TestClusterAsRootUnderAHomeOnlyRootEnters: as root, a data directory
+// inside a home only root can enter (mode 0700) still gets a cluster. It
+// lives under ReachableRoot, the data directory links to it, the home
+// stays closed, and the next start finds the same cluster through the
+// link.
+func TestClusterAsRootUnderAHomeOnlyRootEnters(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	home := t.TempDir()
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "src", "kith", "kith-data", "postgres")
+	// An earlier Kith stopped at the check and left the directory empty.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root := shortReachableDir(t)
+
+	c, logs := startCluster(t, Options{Dir: dir, ReachableRoot: root})
+	exec1(t, c.URL(), "CREATE TABLE t (v int)")
+	exec1(t, c.URL(), "INSERT INTO t VALUES (7)")
+	target, err := os.Readlink(dir)
+	if err != nil || filepath.Dir(target) != root {
+		t.Fatalf("data directory links to %q (%v), want a directory in %s", target, err, root)
+	}
+	if !strings.Contains(logs.String(), "cluster lives elsewhere") || !strings.Contains(logs.String(), "not_searchable="+home) {
+		t.Errorf("no log line says where the cluster went and why:\n%s", logs)
+	}
+	if st, err := os.Stat(home); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("home is now %v (%v), want it left at 0700", st.Mode().Perm(), err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	c, _ = startCluster(t, Options{Dir: dir, ReachableRoot: root})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("data after a restart through the link: %d, %v", v, err)
+	}
+	if again, err := os.Readlink(dir); err != nil || again != target {
+		t.Errorf("second start links to %q (%v), want %q", again, err, target)
+	}
+}
+
+// TestClusterAsRootKeepsAnUnreachableCluster: a cluster already made in
+// a directory the server's user cannot reach is never moved: Start says
+// what to do.
+func TestClusterAsRootKeepsAnUnreachableCluster(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	needServer(t)
+	home := t.TempDir()
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "kith-data", "postgres")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("17\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(shortReachableDir(t), "clusters")
+	_, err := Start(t.Context(), Options{Dir: dir, ReachableRoot: root})
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("Start: %v, want advice to move the cluster", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+		t.Errorf("the cluster directory was touched: %v", err)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was made for a cluster that stays: %v", root, err)
+	}
+}
+
+// shortReachableDir is a directory the server's user can reach, with a
+// path short enough for a socket in a directory below it.
+func shortReachableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "c")
+}
