@@ -59,7 +59,7 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	certHash := fs.String("certification", "", "block only the signature with this SHA-256 `hash` (hex)")
 	by := fs.String("by", "", "who does it (default USER@HOST)")
 	withLog := fs.Bool("log", false, "list: print the log of blocklist changes too")
-	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url")
+	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "listen")
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ const loadBatch = 1000
 func runLoad(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "load", "load [flags] FILE...\n\nLoads SKS dump files (concatenated binary keys) and armored key files.\nEvery key goes through the key policy and merges with what is stored;\nloading the same files again changes nothing.")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "keys parsed and checked in parallel by this many `workers`")
-	cfg, files, err := loadToolConfig(fs, args, env.environ, "public_url")
+	cfg, files, err := loadToolConfig(fs, args, env.environ, "public_url", "listen")
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ const repairBatch = loadBatch
 func runRepair(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "repair", "repair [flags]\n\nRe-runs the key policy over every stored key and writes back the keys it\nchanges (packets stored before a rule existed, such as malformed\ncertifications), through the store's normal write path: digests, the recon\ntree and other nodes follow. Keys the policy now rejects as a whole are\nlisted, not deleted.")
 	dryRun := fs.Bool("dry-run", false, "only report what would change; write nothing")
-	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url")
+	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "listen")
 	if err != nil {
 		return err
 	}

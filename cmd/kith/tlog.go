@@ -61,7 +61,7 @@ func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc
 
 func runLogKey(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "log-key", "log-key [flags]\n\nPrints the transparency log's verifier key (as GET /log/key serves it).")
-	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "log.key_file")
+	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "listen", "log.key_file")
 	if err != nil {
 		return err
 	}
