@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -278,7 +279,7 @@ func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
 			continue
 		}
 		var owner api.SSHOwner
-		if st, _ := k.call("GET", "/api/v1/ssh/"+f.Value, nil, &owner); st != 200 || owner.Handle != "alice" {
+		if st, _ := k.call("GET", "/api/v1/ssh/"+url.PathEscape(f.Value), nil, &owner); st != 200 || owner.Handle != "alice" {
 			t.Fatalf("/api/v1/ssh/%s: %d, handle %q; want alice", f.Value, st, owner.Handle)
 		}
 	}

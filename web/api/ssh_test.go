@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestClaimWithSSHKeyServesIt(t *testing.T) {
 		t.Fatalf("bob.keys: %d, want 404", st)
 	}
 	var owner api.SSHOwner
-	if st, code := k.call("GET", "/api/v1/ssh/"+doc.Factors[0].Value, nil, &owner); st != 200 || owner.Handle != "alice" {
+	if st, code := k.call("GET", "/api/v1/ssh/"+url.PathEscape(doc.Factors[0].Value), nil, &owner); st != 200 || owner.Handle != "alice" {
 		t.Fatalf("ssh owner: %d %s %+v", st, code, owner)
 	}
 	if !strings.HasPrefix(owner.Key, keyOnly(key.pub)) {

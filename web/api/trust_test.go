@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"encoding/binary"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -276,7 +277,7 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	if _, served := k.get("/users/mallory.keys"); strings.Contains(served, keyOnly(alice.pub)) {
 		t.Fatalf("mallory serves alice's SSH key:\n%s", served)
 	}
-	if st, _ := k.call("GET", "/api/v1/ssh/"+fp, nil, nil); st != 404 {
+	if st, _ := k.call("GET", "/api/v1/ssh/"+url.PathEscape(fp), nil, nil); st != 404 {
 		t.Errorf("/api/v1/ssh/%s: %d, want 404 (nobody proved it)", fp, st)
 	}
 
@@ -286,7 +287,7 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 		t.Fatalf("alice's own claim of her key: %d %s", st, code)
 	}
 	var owner api.SSHOwner
-	if st, _ := k.call("GET", "/api/v1/ssh/"+fp, nil, &owner); st != 200 || owner.Handle != "alice" {
+	if st, _ := k.call("GET", "/api/v1/ssh/"+url.PathEscape(fp), nil, &owner); st != 200 || owner.Handle != "alice" {
 		t.Errorf("/api/v1/ssh/%s: %d %q, want alice", fp, st, owner.Handle)
 	}
 	if _, served := k.get("/users/alice.keys"); !strings.Contains(served, keyOnly(alice.pub)) {

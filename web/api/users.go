@@ -279,7 +279,7 @@ type SSHOwner struct {
 func (h *Handler) getSSH(w http.ResponseWriter, r *http.Request) error {
 	fp, err := ssh.ParseFingerprint(r.PathValue("fingerprint"))
 	if err != nil {
-		return identity.RefuseErr(identity.CodeBadFactor, err, "bad fingerprint")
+		return identity.RefuseErr(identity.CodeBadFactor, err, "bad fingerprint (escape each / in it as %%2F: a path with // in it is cleaned to one /)")
 	}
 	f := identity.Factor{Kind: identity.KindSSH, Value: fp.String()}
 	handle, err := h.svc.WhoProves(r.Context(), f)
