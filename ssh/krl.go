@@ -202,34 +202,36 @@ func (r *krlReader) fail(format string, args ...any) {
 	}
 }
 
-func (r *krlReader) u64(what string) uint64 {
-	if r.err != nil || len(r.b) < 8 {
+// take consumes the next n bytes, or fails with what was cut short.
+func (r *krlReader) take(what string, n int) []byte {
+	if r.err != nil || len(r.b) < n {
 		r.fail("%s is cut short", what)
-		return 0
+		return nil
 	}
-	v := binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
+	v := r.b[:n]
+	r.b = r.b[n:]
 	return v
+}
+
+func (r *krlReader) u64(what string) uint64 {
+	if v := r.take(what, 8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
 }
 
 func (r *krlReader) u32(what string) uint32 {
-	if r.err != nil || len(r.b) < 4 {
-		r.fail("%s is cut short", what)
-		return 0
+	if v := r.take(what, 4); v != nil {
+		return binary.BigEndian.Uint32(v)
 	}
-	v := binary.BigEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
+	return 0
 }
 
 func (r *krlReader) byte1(what string) byte {
-	if r.err != nil || len(r.b) < 1 {
-		r.fail("%s is cut short", what)
-		return 0
+	if v := r.take(what, 1); v != nil {
+		return v[0]
 	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
+	return 0
 }
 
 func (r *krlReader) str(what string) []byte {
