@@ -21,6 +21,22 @@ type sshdHost struct {
 	log  *syncBuffer
 }
 
+// requireSSHDAsRoot needs sshd, ssh, ssh-keygen and the other tools, and
+// root, which sshd needs to log the running user in: it skips without
+// them, and fails when CI=true.
+func requireSSHDAsRoot(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range append([]string{"sshd", "ssh", "ssh-keygen"}, tools...) {
+		requireTool(t, tool)
+	}
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("sshd logs users in only when run as root: run as root (CI=true)")
+		}
+		t.Skip("needs root to run sshd")
+	}
+}
+
 // startSSHD runs sshd on a loopback port with hostKey and the config
 // lines (which win over the defaults here, as sshd takes a keyword's first
 // value); it stops with the test.
@@ -89,15 +105,7 @@ func (h *sshdHost) stop() {
 // by the old) and the old revoked, ssh connects again, and the old key is
 // refused. With the server gone, ssh refuses (fail closed).
 func TestKnownHostsCommandWithRealSSH(t *testing.T) {
-	for _, tool := range []string{"sshd", "ssh", "ssh-keygen", "go"} {
-		requireTool(t, tool)
-	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sshd logs in the running user only when run as root here: run as root (CI=true)")
-		}
-		t.Skip("needs root to run sshd")
-	}
+	requireSSHDAsRoot(t, "go")
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)

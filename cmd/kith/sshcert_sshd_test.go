@@ -90,15 +90,7 @@ func keygenRevoked(t *testing.T, krl, cert string) bool {
 // not, and bob cannot get one for it. kith verify-log verifies the log
 // with every ssh.certificate record in it.
 func TestSSHCertLogsInUntilRevokedAndKRLRefreshed(t *testing.T) {
-	for _, tool := range []string{"sshd", "ssh", "ssh-keygen"} {
-		requireTool(t, tool)
-	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sshd logs in other users only as root (CI=true)")
-		}
-		t.Skip("needs root: sshd")
-	}
+	requireSSHDAsRoot(t)
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
