@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kith-keyserver/kith/identity/postgres/retry"
 )
 
 // Peer is one membership entry: a keyserver Kith reconciles with.
@@ -47,7 +49,8 @@ type ManagerConfig struct {
 	// Listen is the recon listen address. Default 127.0.0.1:11370.
 	Listen string
 	// Interval is the mean time between gossip rounds; each wait is drawn
-	// from ±25% around it. Default 60 s.
+	// from ±25% around it. After a failed round the wait backs off from
+	// retry.DefaultMin up to Interval instead. Default 60 s.
 	Interval time.Duration
 	// HTTPPort is the local HKP port, announced to peers for hashquery.
 	HTTPPort int
@@ -287,7 +290,9 @@ func (m *Manager) serveConn(ctx context.Context, c net.Conn) {
 	}
 	start := time.Now()
 	res, err := Drive(ctx, c, m.tree, cfg)
-	m.finishSession(ctx, peer, "drive", host, start, res, err)
+	if _, err := m.finishSession(ctx, peer, "drive", host, start, res, err); err != nil {
+		m.log.Warn("recon: session failed", "peer", peer.Address, "role", "drive", "err", err)
+	}
 }
 
 func sameFilters(ps []Peer) bool {
@@ -316,21 +321,39 @@ func (m *Manager) sessionConfig(p Peer) SessionConfig {
 }
 
 // Gossip reconciles with a random enabled peer every interval (±25%)
-// until ctx is done. Failures are logged and counted in Status.
+// until ctx is done. A failed round (peer unreachable, session error,
+// fetch or store failure) is logged with the wait before the next one,
+// which backs off from retry.DefaultMin up to the interval; a good round
+// resets the backoff. Failures are also counted in Status.
 func (m *Manager) Gossip(ctx context.Context) {
-	for {
-		wait := time.Duration(float64(m.cfg.Interval) * (0.75 + 0.5*rand.Float64()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+	m.gossip(ctx, m.jittered())
+}
+
+// gossip is Gossip with the first round after first.
+func (m *Manager) gossip(ctx context.Context, first time.Duration) {
+	b := retry.Backoff{Max: m.cfg.Interval}
+	for wait := first; retry.Wait(ctx, wait); {
+		wait = m.jittered()
 		p, ok := m.pickPeer()
 		if !ok {
 			continue
 		}
-		m.ReconcileWith(ctx, p)
+		_, _, err := m.reconcile(ctx, p)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			wait = b.Next()
+			m.log.Warn("recon: gossip round failed", "peer", p.Address, "err", err, "retry_in", wait)
+			continue
+		}
+		b.Reset()
 	}
+}
+
+// jittered returns the interval ±25%.
+func (m *Manager) jittered() time.Duration {
+	return time.Duration(float64(m.cfg.Interval) * (0.75 + 0.5*rand.Float64()))
 }
 
 func (m *Manager) pickPeer() (Peer, bool) {
@@ -349,8 +372,18 @@ func (m *Manager) pickPeer() (Peer, bool) {
 }
 
 // ReconcileWith dials peer now, answers its recon session and fetches what
-// the session found missing. The error, if any, is also in Status.
+// the session found missing. The error, if any, is also logged and in
+// Status.
 func (m *Manager) ReconcileWith(ctx context.Context, peer Peer) (Result, FetchResult, error) {
+	res, fr, err := m.reconcile(ctx, peer)
+	if err != nil {
+		m.log.Warn("recon: session failed", "peer", peer.Address, "role", "answer", "err", err)
+	}
+	return res, fr, err
+}
+
+// reconcile is ReconcileWith without the log line on failure.
+func (m *Manager) reconcile(ctx context.Context, peer Peer) (Result, FetchResult, error) {
 	start := time.Now()
 	d := net.Dialer{Timeout: m.cfg.DialTimeout}
 	c, err := d.DialContext(ctx, "tcp", peer.Address)
@@ -368,7 +401,8 @@ func (m *Manager) ReconcileWith(ctx context.Context, peer Peer) (Result, FetchRe
 	return res, fr, err
 }
 
-// finishSession records a session and fetches what it found missing.
+// finishSession records a session and fetches what it found missing. The
+// caller logs a failure.
 func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host string, start time.Time, res Result, err error) (FetchResult, error) {
 	took := time.Since(start)
 	m.metrics.session(peer.Address, role, err, took, len(res.Missing), len(res.PeerMissing))
@@ -387,7 +421,6 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	}
 	m.mu.Unlock()
 	if err != nil {
-		m.log.Warn("recon: session failed", "peer", peer.Address, "role", role, "err", err)
 		return FetchResult{}, err
 	}
 	m.log.Info("recon: session done", "peer", peer.Address, "role", role, "missing", len(res.Missing),
@@ -399,6 +432,9 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 		peer.HTTP = "http://" + net.JoinHostPort(host, strconv.Itoa(res.Remote.HTTPPort))
 	}
 	fr, ferr := m.fetcher.Fetch(ctx, peer, res.Missing)
+	if ferr != nil {
+		ferr = fmt.Errorf("recon: fetching from %s: %w", peer.Address, ferr)
+	}
 	m.metrics.fetched(peer.Address, fr)
 	m.mu.Lock()
 	st = m.statusOf(peer)
@@ -411,7 +447,6 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	}
 	m.mu.Unlock()
 	if ferr != nil {
-		m.log.Warn("recon: fetch failed", "peer", peer.Address, "err", ferr)
 		return fr, ferr
 	}
 	m.log.Info("recon: fetched", "peer", peer.Address, "requested", fr.Requested, "stored", fr.Stored,

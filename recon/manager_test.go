@@ -1,8 +1,11 @@
 package recon
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -217,4 +220,102 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// flakyFetcher fails its first fails calls, as a store that is down would,
+// then hands the rest to next.
+type flakyFetcher struct {
+	mu    sync.Mutex
+	fails int
+	next  Fetcher
+}
+
+func (f *flakyFetcher) Fetch(ctx context.Context, peer Peer, missing [][16]byte) (FetchResult, error) {
+	f.mu.Lock()
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return FetchResult{}, errors.New("store unavailable")
+	}
+	return f.next.Fetch(ctx, peer, missing)
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
+	// The interval is an hour, so only the backoff can explain the
+	// retries: two sessions the peer hangs up on, then one whose fetch
+	// fails, then one that works.
+	d, a, dOnly, _ := splitSets(80, 300, 4, 4)
+	lnB := listen(t)
+	mB, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.1:1"}}}, BuildTree(d), newRecordingFetcher(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	fA := newRecordingFetcher()
+	peer := Peer{Address: lnB.Addr().String(), HTTP: "http://127.0.0.1:2"}
+	mA, err := NewManager(ManagerConfig{Interval: time.Hour, Peers: []Peer{peer}}, BuildTree(a),
+		&flakyFetcher{fails: 1, next: fA}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for range 2 {
+			c, err := lnB.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+		mB.Serve(ctx, lnB)
+	}()
+	go mA.gossip(ctx, 0)
+
+	call := fA.wait(t)
+	if !sameDigests(call.missing, dOnly) {
+		t.Fatalf("fetched %d digests, want %d", len(call.missing), len(dOnly))
+	}
+	if st := mA.Status()[0]; st.Sessions != 4 || st.Failures != 3 {
+		t.Fatalf("status = %+v, want 4 sessions and 3 failures", st)
+	}
+	var failed []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "gossip round failed") {
+			failed = append(failed, line)
+		}
+	}
+	want := []string{"retry_in=100ms", "retry_in=200ms", "retry_in=400ms"}
+	if len(failed) != len(want) {
+		t.Fatalf("%d failure lines, want %d:\n%s", len(failed), len(want), logs.String())
+	}
+	for i, line := range failed {
+		if !strings.Contains(line, "peer="+peer.Address) || !strings.Contains(line, want[i]) {
+			t.Errorf("failure line %d = %q, want the peer and %s", i, line, want[i])
+		}
+	}
+	if !strings.Contains(failed[2], "store unavailable") {
+		t.Errorf("fetch failure line = %q, want the store's error", failed[2])
+	}
 }

@@ -2,8 +2,8 @@
 // capped, doubling backoff and the loop that reruns a long-lived task (a
 // LISTEN session, the embedded PostgreSQL server) with it. Every
 // reconnecting part of Kith (the HKP and API caches' listeners, the recon
-// tree's follower, the embedded cluster's supervisor) uses this package,
-// so they all back off alike.
+// tree's follower, recon gossip, the embedded cluster's supervisor) uses
+// this package, so they all back off alike.
 //
 // It does not decide what a failure means: the caller's run function
 // reports it, and the caller's failed function logs it.
