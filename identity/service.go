@@ -215,7 +215,7 @@ type Proof struct {
 // valid handle; add and revoke need an existing identity.
 func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle string, f Factor) (*Challenge, error) {
 	if !purpose.Valid() {
-		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke, login or certificate", clip(string(purpose)))
+		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke, delete, login or certificate", clip(string(purpose)))
 	}
 	if purpose == PurposeCertificate && s.ca == nil {
 		return nil, Refuse(CodeCADisabled, "this server issues no SSH certificates")
