@@ -233,6 +233,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	if err := s.checkHost(purpose, h, f); err != nil {
 		return nil, err
 	}
+	if purpose == PurposeDelete && f.Kind != KindOIDC {
+		return nil, Refuse(CodeUnsupported, "an identity is deleted with the consent of an OpenID Connect account, not %s", f)
+	}
 	if purpose == PurposeCertificate && f.Kind != KindSSH {
 		return nil, Refuse(CodeUnsupported, "only an SSH key gets an SSH certificate, not %s", f)
 	}

@@ -301,7 +301,7 @@ func TestServiceRefusals(t *testing.T) {
 		run func(e *env) func() error
 	}{
 		{"a purpose that is not claim, add or revoke", identity.CodeBadRequest, func(e *env) func() error {
-			return func() error { _, err := e.svc.IssueChallenge(e.ctx, "delete", "alice", k1); return err }
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, "destroy", "alice", k1); return err }
 		}},
 		{"an add with neither proof", identity.CodeBadRequest, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -700,6 +700,10 @@ func TestServiceRefusals(t *testing.T) {
 			consent := e.consentOf(l, d.Statement)
 			return func() error { _, _, err := e.svc.DeleteWithSession(e.ctx, c.Statement, consent); return err }
 		}},
+		{"a delete statement for a key", identity.CodeUnsupported, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeDelete, "alice", k1); return err }
+		}},
 		{"deletion with a revoke statement", identity.CodeWrongPurpose, func(e *env) func() error {
 			l := e.login("alice")
 			e.claimLogin("alice", l)
@@ -1051,6 +1055,7 @@ func TestServiceTrustRules(t *testing.T) {
 			if err := e.addWithSessionErr("alice", k1, true, l); err != nil {
 				t.Fatal(err)
 			}
+			l.PublicToken = true // a consent login's token, scope openid
 			n, err := e.deleteErr("alice", l)
 			if err != nil || n != 2 {
 				t.Fatalf("delete: %d, %v; want 2 factors", n, err)
