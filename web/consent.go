@@ -1,12 +1,11 @@
 // consent.go: consent logins. A change the pages make for a session
 // logged in with an OpenID account (claiming a handle, linking a key or
 // another account, unlinking a factor, deleting the identity) is approved
-// by a fresh login at
-// the session's provider whose nonce commits to the change's statement
-// (identity.ConsentNonce), so that the provider-signed ID token covers
-// it. What the change needs once the login is back (the statement, the
-// commitment's salt, a key's signature) travels sealed in the login's
-// flow cookie (oidc.BeginOptions.Pending).
+// by a fresh login at the session's provider whose nonce commits to the
+// change's statement (identity.ConsentNonce), so that the provider-signed
+// ID token covers it. What the change needs once the login is back (the
+// statement, the commitment's salt, a key's signature) travels sealed in
+// the login's flow cookie (oidc.BeginOptions.Pending).
 
 package web
 
