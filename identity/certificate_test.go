@@ -292,7 +292,7 @@ func TestDeletingTheIdentityRevokesItsCertificates(t *testing.T) {
 	if r := e.revoked(); len(r) != 0 {
 		t.Fatalf("revoked before the deletion: %v", r)
 	}
-	if _, err := e.svc.DeleteWithSession(e.ctx, "carol", l); err != nil {
+	if _, err := e.deleteErr("carol", l); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.revoked(); !slices.Equal(r, []int64{cert.Record.Seq}) {

@@ -80,6 +80,10 @@ const (
 	PurposeAdd Purpose = "add"
 	// PurposeRevoke: unlink a factor from an identity.
 	PurposeRevoke Purpose = "revoke"
+	// PurposeDelete: end an identity at its holder's request. The
+	// statement names the account that approves it; each revocation the
+	// deletion writes keeps it (Service.DeleteWithSession).
+	PurposeDelete Purpose = "delete"
 	// PurposeDeleteKey: the holder of an OpenPGP key asks the server to
 	// replace it by its tombstone (Service.DeleteKey). It names no handle
 	// and appends no evidence.
@@ -91,7 +95,7 @@ const (
 
 // Valid reports whether p is one of the purposes.
 func (p Purpose) Valid() bool {
-	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke || p == PurposeLogin || p == PurposeCertificate
+	return p == PurposeClaim || p == PurposeAdd || p == PurposeRevoke || p == PurposeLogin || p == PurposeCertificate || p == PurposeDelete
 }
 
 // Evidence is one record of the evidence log. A record links From to To

@@ -312,43 +312,61 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 	return wrapOp("record login email", err)
 }
 
-// DeleteWithSession ends the identity h for a logged-in session whose
-// account is proven for it: it revokes every factor linked to h in one
-// transaction, the session's own account last (a revocation counts only
-// while its signer is proven). Factors a linked key carries end with the
-// key. It returns how many factors it revoked. The handle stays taken.
-func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login) (int, error) {
-	bv, err := s.verifyLogin(ctx, session)
+// DeleteWithSession ends the identity that the delete statement names,
+// with the consent of a logged-in session: a fresh login by the
+// statement's account, proven for the identity, whose ID token's nonce
+// commits to the statement. It revokes every factor linked to the
+// identity in one transaction, the approving account last (a revocation
+// counts only while its signer is proven); each revocation keeps the
+// statement, the consent token and its salt, so it verifies offline.
+// Factors a linked key carries end with the key. The identity's private
+// artifacts are erased. It returns the handle and how many factors it
+// revoked; the handle stays taken. The statement is consumed.
+func (s *Service) DeleteWithSession(ctx context.Context, statement []byte, consent Consent) (Handle, int, error) {
+	c, err := s.statement(statement, PurposeDelete)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
+	l, err := consent.check(statement)
+	if err != nil {
+		return "", 0, err
+	}
+	if !c.Factor.Same(l.Account) {
+		return "", 0, Refuse(CodeWrongKey, "the statement names %s, the login is by %s", c.Factor, l.Account)
+	}
+	bv, err := s.verifyLogin(ctx, l)
+	if err != nil {
+		return "", 0, err
+	}
+	bv.consent = consent.Salt
+	h := c.Handle
 	n := 0
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.now().UTC()
+		if err := s.consume(ctx, tx, c, statement, now); err != nil {
+			return err
+		}
 		a, err := s.assess(ctx, tx, h, now)
 		if err != nil {
 			return err
 		}
-		if !a.Proven(session.Account) {
+		if !a.Proven(bv.factor) {
 			return Refuse(CodeNotProven, "the account you are logged in with is no longer linked: log in again")
 		}
 		var targets []Factor
 		for _, st := range a.Factors {
-			if st.Level < LevelExpired || !st.Parent.IsZero() || !st.Factor.Provable() || st.Factor.Same(session.Account) {
+			if st.Level < LevelExpired || !st.Parent.IsZero() || !st.Factor.Provable() || st.Factor.Same(bv.factor) {
 				continue
 			}
 			targets = append(targets, st.Factor)
 		}
-		targets = append(targets, session.Account)
+		targets = append(targets, bv.factor)
 		for _, f := range targets {
-			c, err := s.newChallenge(PurposeRevoke, h, f, now)
-			if err != nil {
-				return err
+			e := record(bv, c, f, statement, DeletedLabel, now)
+			e.Method = MethodRevocation
+			if st, ok := a.Status(f); ok && len(st.Via) > 0 {
+				e.Revokes = st.Via[len(st.Via)-1]
 			}
-			// The revocations keep no ID token: deleting an account
-			// publishes nothing more about its holder.
-			e := revocation(bv, c, c.Statement, a, now)
-			e.Label, e.Signature, e.SignerKey = DeletedLabel, nil, nil
 			if err := tx.Append(ctx, e); err != nil {
 				return err
 			}
@@ -356,14 +374,16 @@ func (s *Service) DeleteWithSession(ctx context.Context, h Handle, session Login
 		n = len(targets)
 		// The identity's private artifacts (its provider-verified emails
 		// and ID tokens) go; the records keep their commitments, so the
-		// log still verifies.
+		// log still verifies. The consent tokens above are public (scope
+		// openid: the account, the client and the nonce), as they must
+		// be for the deletion to verify.
 		_, err = tx.EraseArtifacts(ctx, h)
 		return err
 	})
 	if err != nil {
-		return 0, wrapOp("delete", err)
+		return "", 0, wrapOp("delete", err)
 	}
-	return n, nil
+	return h, n, nil
 }
 
 // DeletedLabel labels the revocations that end a deleted identity.

@@ -215,7 +215,7 @@ type Proof struct {
 // valid handle; add and revoke need an existing identity.
 func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle string, f Factor) (*Challenge, error) {
 	if !purpose.Valid() {
-		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke, login or certificate", clip(string(purpose)))
+		return nil, Refuse(CodeBadRequest, "purpose %q is not claim, add, revoke, delete, login or certificate", clip(string(purpose)))
 	}
 	if purpose == PurposeCertificate && s.ca == nil {
 		return nil, Refuse(CodeCADisabled, "this server issues no SSH certificates")
@@ -232,6 +232,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	}
 	if err := s.checkHost(purpose, h, f); err != nil {
 		return nil, err
+	}
+	if purpose == PurposeDelete && f.Kind != KindOIDC {
+		return nil, Refuse(CodeUnsupported, "an identity is deleted with the consent of an OpenID Connect account, not %s", f)
 	}
 	if purpose == PurposeCertificate && f.Kind != KindSSH {
 		return nil, Refuse(CodeUnsupported, "only an SSH key gets an SSH certificate, not %s", f)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,17 @@ func (e *env) addWithSessionErr(h string, f identity.Factor, withNew bool, l ide
 	return e.svc.AddWithSession(e.ctx, req)
 }
 
+// deleteErr deletes h with a consent login l: a delete statement for
+// l's account, approved by l.
+func (e *env) deleteErr(h string, l identity.Login) (int, error) {
+	c, err := e.svc.IssueChallenge(e.ctx, identity.PurposeDelete, h, l.Account)
+	if err != nil {
+		return 0, err
+	}
+	_, n, err := e.svc.DeleteWithSession(e.ctx, c.Statement, e.consentOf(l, c.Statement))
+	return n, err
+}
+
 func (e *env) issue(p identity.Purpose, h string, f identity.Factor) *identity.Challenge {
 	e.t.Helper()
 	c, err := e.svc.IssueChallenge(e.ctx, p, h, f)
@@ -289,7 +301,7 @@ func TestServiceRefusals(t *testing.T) {
 		run func(e *env) func() error
 	}{
 		{"a purpose that is not claim, add or revoke", identity.CodeBadRequest, func(e *env) func() error {
-			return func() error { _, err := e.svc.IssueChallenge(e.ctx, "delete", "alice", k1); return err }
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, "destroy", "alice", k1); return err }
 		}},
 		{"an add with neither proof", identity.CodeBadRequest, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -383,7 +395,7 @@ func TestServiceRefusals(t *testing.T) {
 		}},
 		{"deleting no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			l := e.login("carol")
-			return func() error { _, err := e.svc.DeleteWithSession(e.ctx, "nobody", l); return err }
+			return func() error { _, err := e.deleteErr("nobody", l); return err }
 		}},
 		{"recording an email for no identity", identity.CodeUnknownIdentity, func(e *env) func() error {
 			l := e.login("carol")
@@ -668,7 +680,38 @@ func TestServiceRefusals(t *testing.T) {
 		{"deletion by a session not proven here", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
 			l := e.login("carol")
-			return func() error { _, err := e.svc.DeleteWithSession(e.ctx, "alice", l); return err }
+			return func() error { _, err := e.deleteErr("alice", l); return err }
+		}},
+		{"deletion approved by another account than the statement's", identity.CodeWrongKey, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			other := e.login("carol")
+			c := e.issue(identity.PurposeDelete, "alice", l.Account)
+			return func() error {
+				_, _, err := e.svc.DeleteWithSession(e.ctx, c.Statement, e.consentOf(other, c.Statement))
+				return err
+			}
+		}},
+		{"deletion approved for another statement", identity.CodeBadSignature, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			c := e.issue(identity.PurposeDelete, "alice", l.Account)
+			d := e.issue(identity.PurposeDelete, "alice", l.Account)
+			consent := e.consentOf(l, d.Statement)
+			return func() error { _, _, err := e.svc.DeleteWithSession(e.ctx, c.Statement, consent); return err }
+		}},
+		{"a delete statement for a key", identity.CodeUnsupported, func(e *env) func() error {
+			e.claim("alice", k1)
+			return func() error { _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeDelete, "alice", k1); return err }
+		}},
+		{"deletion with a revoke statement", identity.CodeWrongPurpose, func(e *env) func() error {
+			l := e.login("alice")
+			e.claimLogin("alice", l)
+			c := e.issue(identity.PurposeRevoke, "alice", l.Account)
+			return func() error {
+				_, _, err := e.svc.DeleteWithSession(e.ctx, c.Statement, e.consentOf(l, c.Statement))
+				return err
+			}
 		}},
 		{"an account link by a session not proven here", identity.CodeNotProven, func(e *env) func() error {
 			e.claim("alice", k1)
@@ -1012,14 +1055,19 @@ func TestServiceTrustRules(t *testing.T) {
 			if err := e.addWithSessionErr("alice", k1, true, l); err != nil {
 				t.Fatal(err)
 			}
-			n, err := e.svc.DeleteWithSession(e.ctx, "alice", l)
+			l.PublicToken = true // a consent login's token, scope openid
+			n, err := e.deleteErr("alice", l)
 			if err != nil || n != 2 {
 				t.Fatalf("delete: %d, %v; want 2 factors", n, err)
 			}
 			e.wantLevel("alice", k1, identity.LevelRevoked)
 			e.wantLevel("alice", l.Account, identity.LevelRevoked)
-			if r := e.lastRecord(); !r.To.Same(l.Account) || r.Signature != nil {
-				t.Errorf("last record %+v: want the account's revocation, without its ID token", r)
+			r := e.lastRecord()
+			if !r.To.Same(l.Account) || r.Purpose != identity.PurposeDelete || !strings.Contains(string(r.Signature), "-consent-") || len(r.Consent) != identity.ConsentSaltSize {
+				t.Errorf("last record %+v: want the account's revocation, with its consent token and salt", r)
+			}
+			if c, err := identity.ParseStatement(r.Statement); err != nil || c.Purpose != identity.PurposeDelete || !c.Factor.Same(l.Account) {
+				t.Errorf("the revocation keeps statement %q (%v), want the delete statement", r.Statement, err)
 			}
 			// The handle stays taken.
 			wantCode(t, e.claimErr("alice", k2), identity.CodeHandleTaken)

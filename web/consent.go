@@ -1,11 +1,11 @@
 // consent.go: consent logins. A change the pages make for a session
 // logged in with an OpenID account (claiming a handle, linking a key or
-// another account, unlinking a factor) is approved by a fresh login at
-// the session's provider whose nonce commits to the change's statement
-// (identity.ConsentNonce), so that the provider-signed ID token covers
-// it. What the change needs once the login is back (the statement, the
-// commitment's salt, a key's signature) travels sealed in the login's
-// flow cookie (oidc.BeginOptions.Pending).
+// another account, unlinking a factor, deleting the identity) is approved
+// by a fresh login at the session's provider whose nonce commits to the
+// change's statement (identity.ConsentNonce), so that the provider-signed
+// ID token covers it. What the change needs once the login is back (the
+// statement, the commitment's salt, a key's signature) travels sealed in
+// the login's flow cookie (oidc.BeginOptions.Pending).
 
 package web
 
@@ -27,6 +27,7 @@ const (
 	consentAdd    = "add"    // an SSH or OpenPGP key from the account page
 	consentLink   = "link"   // another OpenID account
 	consentRevoke = "revoke" // unlinking a factor
+	consentDelete = "delete" // deleting the identity
 )
 
 // pendingConsent is what a consent login approves, sealed in its flow
@@ -124,6 +125,8 @@ func (h *Handler) finishConsent(w http.ResponseWriter, r *http.Request, login *o
 		}
 		h.log.InfoContext(ctx, "web: factor unlinked", slog.String("handle", string(cur.Handle)))
 		http.Redirect(w, r, "/account?done=unlinked", http.StatusSeeOther)
+	case consentDelete:
+		h.finishDelete(w, r, statement, consent)
 	case consentLink:
 		if p.Link == nil {
 			h.internal(w, r, fmt.Errorf("web: consent: a link without its login"))

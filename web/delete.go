@@ -1,19 +1,23 @@
-// delete.go: deleting an account. Every link of the identity is revoked
-// (a revocation record per factor, naming only the factor and the issued
-// revoke statement: no ID token, no email beyond what the log already
-// names), and every session ends. The evidence log keeps its records (it
-// is append-only and hash-chained), and public OpenPGP keys stay in the
-// key store, as keyservers keep them.
+// delete.go: deleting an account. The session's provider approves the
+// deletion with a consent login whose nonce commits to a delete
+// statement (finishConsent); then every link of the identity is revoked
+// (a revocation record per factor, keeping the statement and the consent
+// login's ID token, which holds the account, the client and the nonce:
+// no email), the identity's private artifacts are erased, and every
+// session ends. The evidence log keeps its records (it is append-only),
+// and public OpenPGP keys stay in the key store, as keyservers keep them.
 
 package web
 
 import (
 	"log/slog"
 	"net/http"
+
+	"github.com/kith-keyserver/kith/identity"
 )
 
-// serveDelete deletes the session's identity after the person typed its
-// handle to confirm.
+// serveDelete starts deleting the session's identity after the person
+// typed its handle to confirm: the session's provider approves it.
 func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request) {
 	s, l, ok := h.requireUser(w, r)
 	if !ok || !h.checkCSRF(w, r, s) {
@@ -27,17 +31,28 @@ func (h *Handler) serveDelete(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "Not deleted", "To delete your account, type your handle in the confirmation box. Nothing was changed.")
 		return
 	}
-	ctx := r.Context()
-	n, err := h.deps.Identities.DeleteWithSession(ctx, s.Handle, l.login())
+	c, err := h.deps.Identities.IssueChallenge(r.Context(), identity.PurposeDelete, string(s.Handle), s.Account)
 	if err != nil {
 		h.refusal(w, r, "Not deleted", err)
 		return
 	}
-	if _, err := h.deps.Sessions.DeleteIdentitySessions(ctx, s.Handle); err != nil {
+	h.beginConsent(w, r, s, pendingConsent{Action: consentDelete, Handle: s.Handle, Statement: string(c.Statement)}, "/account")
+}
+
+// finishDelete deletes the identity a consent login approved deleting,
+// ends its sessions and says so.
+func (h *Handler) finishDelete(w http.ResponseWriter, r *http.Request, statement []byte, consent identity.Consent) {
+	ctx := r.Context()
+	handle, n, err := h.deps.Identities.DeleteWithSession(ctx, statement, consent)
+	if err != nil {
+		h.refusal(w, r, "Not deleted", err)
+		return
+	}
+	if _, err := h.deps.Sessions.DeleteIdentitySessions(ctx, handle); err != nil {
 		h.internal(w, r, err)
 		return
 	}
 	h.setCookie(w, r, sessionCookie, "", 0)
-	h.log.InfoContext(ctx, "web: identity deleted", slog.String("handle", string(s.Handle)), slog.Int("revocations", n))
-	h.render(w, r, http.StatusOK, deletedPage(h.pageFor(w, r, nil, "Account deleted"), string(s.Handle)))
+	h.log.InfoContext(ctx, "web: identity deleted", slog.String("handle", string(handle)), slog.Int("revocations", n))
+	h.render(w, r, http.StatusOK, deletedPage(h.pageFor(w, r, nil, "Account deleted"), string(handle)))
 }

@@ -65,7 +65,7 @@ type Identities interface {
 	// records, for its owner.
 	IdentityArtifacts(ctx context.Context, h identity.Handle) ([]identity.RecordArtifacts, error)
 	// DeleteWithSession ends an identity.
-	DeleteWithSession(ctx context.Context, h identity.Handle, session identity.Login) (int, error)
+	DeleteWithSession(ctx context.Context, statement []byte, consent identity.Consent) (identity.Handle, int, error)
 }
 
 // Providers is what login needs of the configured OpenID providers

@@ -2451,7 +2451,7 @@ func accountPage(p page, a accountView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if !a.ByKey {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 213, "<h2>Delete your account</h2><p>Every link of your identity is revoked and every session ends. The evidence log keeps a revocation record (naming only the revoked factors); your private evidence (verified emails, ID tokens) is erased, and public OpenPGP keys stay on the keyserver.</p><form method=\"post\" action=\"/account/delete\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 213, "<h2>Delete your account</h2><p>Your provider asks you to approve the deletion (a login there, as the account you are logged in with). Then every link of your identity is revoked and every session ends. The evidence log keeps a revocation record for each (naming only the revoked factors, with your approval); your private evidence (verified emails, ID tokens) is erased, and public OpenPGP keys stay on the keyserver.</p><form method=\"post\" action=\"/account/delete\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

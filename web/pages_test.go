@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web"
 )
@@ -148,8 +149,10 @@ func TestLinkedKeyEmailVerifiedByProviderIsCorroborated(t *testing.T) {
 }
 
 // TestDeleteAccountRevokesLinksAndEndsSessions deletes an identity with
-// an SSH key: its factors are revoked (records without ID tokens), every
-// session ends, and public keys stay.
+// an SSH key, approved at the real provider by a consent login: its
+// factors are revoked (each record keeps the delete statement and the
+// consent token, whose nonce commits to it, and no email), every session
+// ends, and the whole log still verifies offline.
 func TestDeleteAccountRevokesLinksAndEndsSessions(t *testing.T) {
 	s := newSite(t, web.Options{})
 	b := s.browser()
@@ -164,7 +167,7 @@ func TestDeleteAccountRevokesLinksAndEndsSessions(t *testing.T) {
 		t.Fatalf("delete without confirmation: %d", p.status)
 	}
 	before := s.logLen()
-	p := b.post("/account/delete", url.Values{"csrf": {acct.csrf(t)}, "confirm": {"alice"}})
+	p := b.consent(b.post("/account/delete", url.Values{"csrf": {acct.csrf(t)}, "confirm": {"alice"}}))
 	if p.status != http.StatusOK || !strings.Contains(p.body, "Account deleted") {
 		t.Fatalf("delete: %d:\n%s", p.status, p.body)
 	}
@@ -182,8 +185,27 @@ func TestDeleteAccountRevokesLinksAndEndsSessions(t *testing.T) {
 		t.Fatalf("%d revocations, want 2 (the SSH key, then the account)", len(recs))
 	}
 	for _, e := range recs {
-		if e.Method != identity.MethodRevocation || len(e.Signature) != 0 || bytes.Contains(e.Statement, []byte("@")) {
-			t.Errorf("revocation record %d: %s, %d signature bytes, statement %q", e.Seq, e.Method, len(e.Signature), e.Statement)
+		if e.Method != identity.MethodRevocation || e.Purpose != identity.PurposeDelete || bytes.Contains(e.Statement, []byte("@")) || len(e.Commitments) != 0 {
+			t.Errorf("revocation record %d: %s %s, statement %q, commitments %v", e.Seq, e.Method, e.Purpose, e.Statement, e.Commitments)
+		}
+		if c, err := verify.SessionConsent(&e); err != nil || c.Nonce != identity.ConsentNonce(e.Statement, e.Consent) || bytes.Contains(e.Signature, []byte("@")) {
+			t.Errorf("revocation record %d: its consent does not verify: %v", e.Seq, err)
+		}
+	}
+	if !bytes.Equal(recs[0].Statement, recs[1].Statement) || !bytes.Equal(recs[0].Signature, recs[1].Signature) {
+		t.Errorf("the revocations keep different approvals: one deletion, one statement")
+	}
+	all, err := s.store.Log(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lv verify.LogVerifier
+	for i := range all {
+		for _, f := range lv.Add(&all[i]) {
+			if f.Unchecked && len(all[i].Commitments) > 0 {
+				continue // an erased email or login token
+			}
+			t.Errorf("after the deletion, record %d: %s", f.Seq, f.Reason)
 		}
 	}
 	for _, br := range []*browser{b, second} {
@@ -195,5 +217,35 @@ func TestDeleteAccountRevokesLinksAndEndsSessions(t *testing.T) {
 	again := s.browser().login("kith", "/", alice)
 	if again.url.Path != "/login/choose-handle" {
 		t.Errorf("login after deletion ended at %s", again.url)
+	}
+}
+
+// TestDeleteApprovedByAnotherAccountIsRefused: deleting alice's identity
+// needs alice's approval at the provider; bob's login there deletes
+// nothing, writes nothing and ends no session.
+func TestDeleteApprovedByAnotherAccountIsRefused(t *testing.T) {
+	s := newSite(t, web.Options{})
+	s.browser().signUp(bob, "bob")
+	b := s.browser()
+	b.signUp(alice, "alice")
+	before := s.logLen()
+	acct := b.get("/account")
+	begin := b.post("/account/delete", url.Values{"csrf": {acct.csrf(t)}, "confirm": {"alice"}})
+	p := b.get(b.approve(b.atProvider(begin), bob).String())
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "another account") {
+		t.Fatalf("alice's deletion approved by bob: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+	if s.logLen() != before {
+		t.Errorf("the refused deletion wrote evidence")
+	}
+	if p := b.get("/account"); p.url.Path != "/account" {
+		t.Errorf("the refused deletion ended the session: at %s", p.url)
+	}
+	_, a, _, err := s.svc.Lookup(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Of(identity.KindOIDC, identity.LevelProven)) != 1 {
+		t.Errorf("alice's account after the refused deletion: %+v", a.Factors)
 	}
 }

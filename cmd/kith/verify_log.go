@@ -93,10 +93,6 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 				fmt.Fprintf(env.stdout, "record %d: unchecked: %s\n", f.Seq, f.Reason)
 				continue
 			}
-			if f.Warning {
-				fmt.Fprintf(env.stdout, "record %d: warning: %s\n", f.Seq, f.Reason)
-				continue
-			}
 			fmt.Fprintf(env.stdout, "record %d: FAIL: %s\n", f.Seq, f.Reason)
 			bad = true
 		}

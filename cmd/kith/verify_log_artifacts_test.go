@@ -77,7 +77,14 @@ func TestVerifyLogWithPrivateArtifacts(t *testing.T) {
 		t.Fatalf("verify-log with a wrong email: %v\n%s", err, out)
 	}
 
-	if _, err := a.svc.DeleteWithSession(a.ctx, "victim", consent); err != nil {
+	d, err := a.svc.IssueChallenge(a.ctx, identity.PurposeDelete, "victim", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delSalt := salt(t)
+	del := consent
+	del.IDToken, _ = op.idToken(t, identity.ConsentNonce(d.Statement, delSalt), "openid")
+	if _, _, err := a.svc.DeleteWithSession(a.ctx, d.Statement, identity.Consent{Login: del, Salt: delSalt}); err != nil {
 		t.Fatal(err)
 	}
 	if left, err := a.svc.IdentityArtifacts(a.ctx, "victim"); err != nil || len(left) != 0 {

@@ -283,3 +283,99 @@ func getJSON(t *testing.T, hc *http.Client, url string, v any) {
 		t.Fatalf("%s: %v", url, err)
 	}
 }
+
+// TestVerifyLogFailsADeletionWithoutConsent: whoever can write the
+// database ends a victim's links with revocations that keep no proof, as
+// account deletions were recorded before they took a consent login (the
+// server's word, which verify-log used to pass with a warning), or with
+// the victim's real claim token replayed as the deletion's consent. Both
+// fail; a deletion through the identity service, approved by a login
+// whose nonce commits to its delete statement, verifies.
+func TestVerifyLogFailsADeletionWithoutConsent(t *testing.T) {
+	a := newAPIServer(t)
+	op := startProvider(t)
+	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
+	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimSalt := salt(t)
+	claimToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
+	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: claimToken, SigningKey: jwk, PublicToken: true}
+	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, login); err != nil {
+		t.Fatal(err)
+	}
+	claimSeq := int64(2) // record 1 is the provider's key set
+
+	now := time.Now()
+	revoke := challengeText(t, identity.PurposeRevoke, "victim", account)
+	del := challengeText(t, identity.PurposeDelete, "victim", account)
+	forged := []*identity.Evidence{
+		// The server's word: no token, no key, no salt.
+		{Method: identity.MethodRevocation, Purpose: identity.PurposeRevoke, Handle: "victim", From: account, To: account,
+			Label: identity.DeletedLabel, Statement: revoke, Revokes: claimSeq, Created: now},
+		// A delete statement "approved" by the claim's token and salt.
+		{Method: identity.MethodRevocation, Purpose: identity.PurposeDelete, Handle: "victim", From: account, To: account,
+			Label: identity.DeletedLabel, Statement: del, Signature: []byte(claimToken), SignerKey: jwk, Consent: claimSalt, Revokes: claimSeq, Created: now},
+	}
+	err = a.store.Update(context.Background(), func(ctx context.Context, tx identity.Tx) error {
+		for _, e := range forged {
+			if err := tx.Append(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.integrate()
+	out, _, err := kithCmd("verify-log", "--server", a.srv.URL)
+	if !errors.Is(err, errLogInvalid) || strings.Contains(out, "warning") {
+		t.Fatalf("verify-log on deletions without consent: %v\n%s", err, out)
+	}
+	for i, why := range []string{"the record keeps no provider key", "the ID token's nonce does not commit to the statement"} {
+		seq := strconv.FormatInt(forged[i].Seq, 10)
+		if want := "record " + seq + ": FAIL: verify consent record " + seq + ": " + why; !strings.Contains(out, want) {
+			t.Errorf("verify-log does not fail record %s with %q:\n%s", seq, why, out)
+		}
+	}
+}
+
+// TestVerifyLogChecksAConsentedDeletion: a deletion through the identity
+// service keeps its delete statement, the consent login's token and its
+// salt in each revocation, and verify-log checks them offline.
+func TestVerifyLogChecksAConsentedDeletion(t *testing.T) {
+	a := newAPIServer(t)
+	op := startProvider(t)
+	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
+	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimSalt := salt(t)
+	claimToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
+	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: claimToken, SigningKey: jwk, PublicToken: true}
+	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, login); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.svc.IssueChallenge(a.ctx, identity.PurposeDelete, "victim", account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delSalt := salt(t)
+	del := login
+	del.IDToken, _ = op.idToken(t, identity.ConsentNonce(d.Statement, delSalt), "openid")
+	// A token for another statement is refused, and nothing is written.
+	if _, _, err := a.svc.DeleteWithSession(a.ctx, d.Statement, identity.Consent{Login: login, Salt: claimSalt}); identity.CodeOf(err) != identity.CodeBadSignature {
+		t.Fatalf("a deletion approved by the claim's token: %v, want bad_signature", err)
+	}
+	if _, n, err := a.svc.DeleteWithSession(a.ctx, d.Statement, identity.Consent{Login: del, Salt: delSalt}); err != nil || n != 1 {
+		t.Fatalf("delete: %d, %v", n, err)
+	}
+	a.integrate()
+	out, _, err := kithCmd("verify-log", "--server", a.srv.URL)
+	if err != nil || !strings.Contains(out, "ok: 3 records verified;") || strings.Contains(out, "unchecked") {
+		t.Fatalf("verify-log after a consented deletion: %v\n%s", err, out)
+	}
+}

@@ -81,7 +81,15 @@ func TestArtifactsStayOutOfTheLogInBothStores(t *testing.T) {
 				t.Fatalf("the owner's records lost the email: %+v, %v", recs, err)
 			}
 
-			if _, err := svc.DeleteWithSession(ctx, "alice", consent); err != nil {
+			d, err := svc.IssueChallenge(ctx, identity.PurposeDelete, "alice", acct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			del := consent
+			del.IDToken, del.Nonce = "delete-consent-token", identity.ConsentNonce(d.Statement, salt)
+			v.AddLogin(del)
+			del.Nonce = ""
+			if _, _, err := svc.DeleteWithSession(ctx, d.Statement, identity.Consent{Login: del, Salt: salt}); err != nil {
 				t.Fatal(err)
 			}
 			if arts, err := st.IdentityArtifacts(ctx, "alice"); err != nil || len(arts) != 0 {

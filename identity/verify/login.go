@@ -56,12 +56,6 @@ func oidcAccount(f identity.Factor) (issuer, subject string, err error) {
 // oidcRecord re-checks a record whose proof is an ID token: a session's
 // consent to a challenge (its statement is one) or a login record.
 func oidcRecord(e *identity.Evidence) error {
-	if e.Method == identity.MethodRevocation && len(e.Signature) == 0 && !e.Committed(identity.ArtifactIDToken) {
-		if err := checkStatement(e); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: the revocation keeps no ID token (an account deletion)", ErrServerAttested)
-	}
 	var err error
 	if _, perr := identity.ParseStatement(e.Statement); perr == nil {
 		_, err = SessionConsent(e)

@@ -22,11 +22,6 @@ import (
 // check. A log with such a record does not verify.
 var ErrNotVerifiable = errors.New("not verifiable offline")
 
-// ErrServerAttested marks a record that carries no proof and is the
-// server's word alone: the revocations an account deletion writes. It can
-// only remove links, never add one; LogVerifier reports it as a warning.
-var ErrServerAttested = errors.New("the server's word")
-
 // Record re-verifies one record's proof from the bytes it carries. It
 // does not check the record's place in the log (see LogVerifier), nor
 // a server-issued revocation of a key-carried link, which needs the
@@ -113,15 +108,20 @@ func checkStatement(e *identity.Evidence) error {
 	if c.Purpose != e.Purpose {
 		return fmt.Errorf("statement is for %q, record for %q", c.Purpose, e.Purpose)
 	}
+	// A deletion statement names the account that approves it; each of
+	// the deletion's revocations keeps it and revokes one factor (To).
 	want := e.From
-	if !e.To.IsZero() {
+	if !e.To.IsZero() && c.Purpose != identity.PurposeDelete {
 		want = e.To
 	}
 	if !c.Factor.Same(want) {
 		return fmt.Errorf("statement names %s, record %s", c.Factor, want)
 	}
-	if e.Method == identity.MethodRevocation && (c.Purpose != identity.PurposeRevoke || e.To.IsZero()) {
-		return fmt.Errorf("a revocation's statement must be a revoke statement naming the factor")
+	if e.Method == identity.MethodRevocation && (c.Purpose != identity.PurposeRevoke && c.Purpose != identity.PurposeDelete || e.To.IsZero()) {
+		return fmt.Errorf("a revocation's statement must be a revoke statement naming the factor, or a delete statement")
+	}
+	if e.Method != identity.MethodRevocation && c.Purpose == identity.PurposeDelete {
+		return fmt.Errorf("a %s record with a delete statement", e.Method)
 	}
 	if e.Method.IsChallenge() && c.Purpose == identity.PurposeRevoke {
 		return fmt.Errorf("a %s record with a revoke statement", e.Method)
@@ -232,10 +232,6 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 type Failure struct {
 	Seq    int64
 	Reason string
-	// Warning marks a record that is the server's word alone
-	// (ErrServerAttested), not a failure; every other record that cannot
-	// be checked is one.
-	Warning bool
 	// Unchecked marks a record whose proof is a private artifact it only
 	// commits to (ErrWithheld): neither verified nor failed.
 	Unchecked bool
@@ -296,8 +292,6 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	case errors.Is(err, ErrWithheld):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true})
 		v.unchecked++
-	case errors.Is(err, ErrServerAttested):
-		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Warning: true})
 	case err != nil:
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error()})
 	}
