@@ -25,19 +25,10 @@ func TestVerifyLogWithPrivateArtifacts(t *testing.T) {
 	a := newAPIServer(t)
 	op := startProvider(t)
 	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
-	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consentSalt := salt(t)
-	consentToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, consentSalt), "openid")
-	emailToken, _ := op.idToken(t, "the-first-login-of-the-account-nonce", "openid", "email")
-	consent := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: consentToken, SigningKey: jwk, PublicToken: true}
+	emailToken, jwk := op.idToken(t, "the-first-login-of-the-account-nonce", "openid", "email")
 	first := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: emailToken, SigningKey: jwk,
 		Email: identity.EmailFactor(providerUser.Email)}
-	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: consent, Salt: consentSalt}, first); err != nil {
-		t.Fatal(err)
-	}
+	consent, _ := claimByConsent(t, a, op, "victim", first)
 	a.integrate()
 
 	resp, err := http.Get(a.srv.URL + "/api/v1/log")

@@ -119,18 +119,8 @@ func TestVerifyLogFailsAReplayedLoginToken(t *testing.T) {
 
 	// The real claim, through the identity service: its consent login's
 	// nonce commits to the claim statement.
-	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimSalt := salt(t)
-	// A consent login asks for scope openid only: its token holds nothing
-	// private, so the record shows it.
-	claimToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
-	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: claimToken, SigningKey: jwk, PublicToken: true}
-	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, login); err != nil {
-		t.Fatal(err)
-	}
+	login, claimSalt := claimByConsent(t, a, op, "victim", identity.Login{})
+	claimToken, jwk := login.IDToken, login.SigningKey
 	a.integrate()
 	if out, _, err := kithCmd("verify-log", "--server", a.srv.URL); err != nil || !strings.Contains(out, "ok: 2 records verified;") {
 		t.Fatalf("verify-log on the real claim: %v\n%s", err, out)
@@ -153,7 +143,7 @@ func TestVerifyLogFailsAReplayedLoginToken(t *testing.T) {
 	}
 	forged = append(forged, &identity.Evidence{Method: identity.MethodSSHChallenge, Purpose: identity.PurposeAdd, Handle: "victim",
 		From: keyFactor, Statement: add, Signature: []byte(key.sign(t, string(add))), SignerKey: keyFactor.Data, Created: now})
-	err = a.store.Update(context.Background(), func(ctx context.Context, tx identity.Tx) error {
+	err := a.store.Update(context.Background(), func(ctx context.Context, tx identity.Tx) error {
 		for _, e := range forged {
 			if err := tx.Append(ctx, e); err != nil {
 				return err
@@ -177,6 +167,31 @@ func TestVerifyLogFailsAReplayedLoginToken(t *testing.T) {
 	if strings.Contains(out, "record "+strconv.FormatInt(forged[2].Seq, 10)+": FAIL") {
 		t.Errorf("the possession record itself is well made; only its consent is forged:\n%s", out)
 	}
+}
+
+// claimByConsent claims handle for the test provider's user through the
+// identity service, approved by a consent login whose nonce commits to
+// the claim statement (scope openid only, so its token holds nothing
+// private and the record shows it), with first as the login that
+// proposed the claim (zero: the consent login itself). It returns the
+// consent login and its salt.
+func claimByConsent(t *testing.T, a *apiServer, op *testProvider, handle string, first identity.Login) (identity.Login, []byte) {
+	t.Helper()
+	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
+	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, handle, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimSalt := salt(t)
+	token, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
+	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: token, SigningKey: jwk, PublicToken: true}
+	if first.IDToken == "" {
+		first = login
+	}
+	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, first); err != nil {
+		t.Fatal(err)
+	}
+	return login, claimSalt
 }
 
 // challengeText is a statement as this server would issue it.
@@ -295,16 +310,8 @@ func TestVerifyLogFailsADeletionWithoutConsent(t *testing.T) {
 	a := newAPIServer(t)
 	op := startProvider(t)
 	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
-	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimSalt := salt(t)
-	claimToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
-	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: claimToken, SigningKey: jwk, PublicToken: true}
-	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, login); err != nil {
-		t.Fatal(err)
-	}
+	login, claimSalt := claimByConsent(t, a, op, "victim", identity.Login{})
+	claimToken, jwk := login.IDToken, login.SigningKey
 	claimSeq := int64(2) // record 1 is the provider's key set
 
 	now := time.Now()
@@ -318,7 +325,7 @@ func TestVerifyLogFailsADeletionWithoutConsent(t *testing.T) {
 		{Method: identity.MethodRevocation, Purpose: identity.PurposeDelete, Handle: "victim", From: account, To: account,
 			Label: identity.DeletedLabel, Statement: del, Signature: []byte(claimToken), SignerKey: jwk, Consent: claimSalt, Revokes: claimSeq, Created: now},
 	}
-	err = a.store.Update(context.Background(), func(ctx context.Context, tx identity.Tx) error {
+	err := a.store.Update(context.Background(), func(ctx context.Context, tx identity.Tx) error {
 		for _, e := range forged {
 			if err := tx.Append(ctx, e); err != nil {
 				return err
@@ -349,16 +356,7 @@ func TestVerifyLogChecksAConsentedDeletion(t *testing.T) {
 	a := newAPIServer(t)
 	op := startProvider(t)
 	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)
-	c, err := a.svc.IssueChallenge(a.ctx, identity.PurposeClaim, "victim", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimSalt := salt(t)
-	claimToken, jwk := op.idToken(t, identity.ConsentNonce(c.Statement, claimSalt), "openid")
-	login := identity.Login{Account: account, Provider: "test", ClientID: providerClient, AuthTime: time.Now(), IDToken: claimToken, SigningKey: jwk, PublicToken: true}
-	if _, err := a.svc.ClaimWithLogin(a.ctx, c.Statement, identity.Consent{Login: login, Salt: claimSalt}, login); err != nil {
-		t.Fatal(err)
-	}
+	login, claimSalt := claimByConsent(t, a, op, "victim", identity.Login{})
 	d, err := a.svc.IssueChallenge(a.ctx, identity.PurposeDelete, "victim", account)
 	if err != nil {
 		t.Fatal(err)
