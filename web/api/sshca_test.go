@@ -368,14 +368,7 @@ func mustBlob(t *testing.T, line string) []byte {
 func TestStrangersBindingOfAnSSHKeyGetsNoCertificate(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	alice := newSSHKey(t, t.TempDir(), "rsa")
-	malloryFpr := g.NewKey("Mallory <mallory@example.org>", "sign")
-	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
-	k.upload(key)
-	stmt := k.challenge("mallory", malloryFpr, "claim")
-	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
-		t.Fatalf("mallory's claim: %d %s", st, code)
-	}
+	alice := malloryClaimsAlicesSSHKey(t, k, g)
 	var doc api.IdentityDoc
 	k.call("GET", "/users/mallory.json", nil, &doc)
 	claimed := false

@@ -249,14 +249,7 @@ func TestRevokedAuthSubkeyStaysRevokedWhateverStrangersUpload(t *testing.T) {
 func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	k := newKith(t)
 	g := newGnuPG(t)
-	alice := newSSHKey(t, t.TempDir(), "rsa")
-	malloryFpr := g.NewKey("Mallory <mallory@example.org>", "sign")
-	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
-	k.upload(key)
-	stmt := k.challenge("mallory", malloryFpr, "claim")
-	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
-		t.Fatalf("mallory's claim: %d %s", st, code)
-	}
+	alice := malloryClaimsAlicesSSHKey(t, k, g)
 
 	var doc api.IdentityDoc
 	k.call("GET", "/users/mallory.json", nil, &doc)
@@ -280,7 +273,7 @@ func TestAStrangersKeyCannotProveSomeoneElsesSSHKey(t *testing.T) {
 	}
 
 	// Alice proves her own key.
-	stmt = k.challenge("alice", alice.pub, "claim")
+	stmt := k.challenge("alice", alice.pub, "claim")
 	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, alice.sign(t, stmt, "kith")), nil); st != 201 {
 		t.Fatalf("alice's own claim of her key: %d %s", st, code)
 	}
@@ -339,4 +332,21 @@ func TestAuthOnlySubkeyIsProvenByItsOwnSSHSignature(t *testing.T) {
 		t.Errorf("a revoked auth subkey is served: %q", served)
 	}
 	k.verifyLog()
+}
+
+// malloryClaimsAlicesSSHKey makes Alice's SSH key (RSA) and has Mallory
+// bind its public half into an OpenPGP key of her own as an
+// authentication subkey, upload it and claim "mallory" with that key, so
+// that Alice's SSH key is claimed for mallory. It returns Alice's key.
+func malloryClaimsAlicesSSHKey(t *testing.T, k *kith, g *gnupg) sshKey {
+	t.Helper()
+	alice := newSSHKey(t, t.TempDir(), "rsa")
+	malloryFpr := g.NewKey("Mallory <mallory@example.org>", "sign")
+	_, key := bindAuthSubkey(t, g, malloryFpr, sshSubkey(t, alice.pub))
+	k.upload(key)
+	stmt := k.challenge("mallory", malloryFpr, "claim")
+	if st, code := k.call("POST", "/api/v1/identities", claim(stmt, g.clearsign(malloryFpr, stmt)), nil); st != 201 {
+		t.Fatalf("mallory's claim: %d %s", st, code)
+	}
+	return alice
 }
