@@ -85,8 +85,7 @@ type idFlags struct {
 }
 
 func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary string, args []string) error {
-	fs := flag.NewFlagSet("kith id "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newToolFlags(env, "id "+name, "id "+synopsis, capitalize(summary)+".")
 	var f idFlags
 	fs.StringVar(&f.server, "server", getenv(env, idServerEnv), "Kith server `URL` (env "+idServerEnv+")")
 	switch name {
@@ -99,20 +98,9 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		fs.StringVar(&f.bySSHKey, "by-ssh-key", "", "co-sign with this SSH key `file`, already proven for the handle (default: the one proven key found here)")
 		fs.StringVar(&f.byPGP, "by-pgp", "", "co-sign with this OpenPGP key (`fingerprint`), already proven for the handle")
 	}
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: kith id %s\n\n%s.\n\nFlags:\n", synopsis, capitalize(summary))
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage(env.stdout)
-		return err
-	}
 	if err != nil {
-		fmt.Fprintf(env.stderr, "kith id %s: %v\nRun 'kith id %s --help' for its flags.\n", name, err, name)
-		return errQuietUsage
+		return err
 	}
 	want := 1
 	if name == "revoke" {

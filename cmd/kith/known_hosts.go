@@ -16,7 +16,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,25 +30,19 @@ import (
 )
 
 func runKnownHosts(ctx context.Context, env *environment, args []string) error {
-	fs := flag.NewFlagSet("kith known-hosts", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newToolFlags(env, "known-hosts", "known-hosts [flags] HOST",
+		"Prints the proven SSH host keys of HOST (published as host:HOST) from a Kith server,\n"+
+			"as known_hosts lines, for ssh's KnownHostsCommand:\n"+
+			"  KnownHostsCommand /usr/local/bin/kith known-hosts --server URL %H\n"+
+			"HOST may be NAME or [NAME]:PORT (ssh's %H for a port other than 22).\n"+
+			"On any error it prints nothing and exits non-zero; an unknown host prints nothing.")
 	server := fs.String("server", getenv(env, idServerEnv), "Kith server `URL` (env "+idServerEnv+")")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long (a `duration`) to wait for the server")
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: kith known-hosts [flags] HOST\n\n")
-		fmt.Fprintf(env.stderr, "Prints the proven SSH host keys of HOST (published as host:HOST) from a Kith server,\n")
-		fmt.Fprintf(env.stderr, "as known_hosts lines, for ssh's KnownHostsCommand:\n")
-		fmt.Fprintf(env.stderr, "  KnownHostsCommand /usr/local/bin/kith known-hosts --server URL %%H\n")
-		fmt.Fprintf(env.stderr, "HOST may be NAME or [NAME]:PORT (ssh's %%H for a port other than 22).\n")
-		fmt.Fprintf(env.stderr, "On any error it prints nothing and exits non-zero; an unknown host prints nothing.\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: known-hosts takes one HOST", errUsage)
+		return misuse(env, "known-hosts", "takes one HOST")
 	}
 	if *server == "" {
 		return fmt.Errorf("%w: no server: give --server URL or set %s", errUsage, idServerEnv)

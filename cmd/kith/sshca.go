@@ -46,35 +46,12 @@ func newServerClient(env *environment, server string, timeout time.Duration) (*i
 	return &idClient{env: env, server: strings.TrimSuffix(server, "/"), http: &http.Client{Timeout: timeout}}, nil
 }
 
-// newToolFlags returns a flag set whose usage text is synopsis and
-// summary, written to stderr.
+// newToolFlags returns a client command's flag set (newFlagSetWith),
+// whose help is synopsis and summary.
 func newToolFlags(env *environment, name, synopsis, summary string) *flag.FlagSet {
-	fs := flag.NewFlagSet("kith "+name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: kith %s\n\n%s\n\nFlags:\n", synopsis, summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseTool parses a client command's flags (before, between and after
-// its arguments): help asked for goes to stdout, a bad flag to stderr
-// with a hint.
-func parseTool(fs *flag.FlagSet, env *environment, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(env.stdout)
-		fs.Usage()
-		return nil, err
-	case err != nil:
-		fmt.Fprintf(env.stderr, "%s: %v\nRun '%s --help' for its flags.\n", fs.Name(), err, fs.Name())
-		return nil, errQuietUsage
-	}
-	fs.SetOutput(env.stderr)
-	return pos, nil
+	return newFlagSetWith(env, name, func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: kith %s\n\n%s\n\nFlags:\n", synopsis, summary)
+	})
 }
 
 func runSSHCert(ctx context.Context, env *environment, args []string) error {
@@ -86,13 +63,12 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	validity := fs.Duration("validity", 0, "how long the certificate is to be valid (a `duration`; default: the server's, 16h unless configured)")
 	principals := fs.String("principals", "", "comma-separated `principals` to certify, a subset of the identity's (default: all)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key to expect (as kith ssh-ca-key prints it); default: the server's")
-	pos, err := parseTool(fs, env, args)
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || *keyFile == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: kith ssh-cert takes HANDLE and --ssh-key FILE", errUsage)
+		return misuse(env, "ssh-cert", "takes HANDLE and --ssh-key FILE")
 	}
 	c, err := newServerClient(env, *server, 30*time.Second)
 	if err != nil {
@@ -256,12 +232,12 @@ func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
 	fs := newToolFlags(env, "ssh-ca-key", "ssh-ca-key [--server URL]",
 		"Prints the server's SSH user CA key: the line for the file sshd's TrustedUserCAKeys names.")
 	server := serverFlag(fs, env)
-	pos, err := parseTool(fs, env, args)
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: ssh-ca-key takes no arguments, got %q", errUsage, pos)
+		return misuse(env, "ssh-ca-key", "takes no arguments, got %q", pos)
 	}
 	c, err := newServerClient(env, *server, 30*time.Second)
 	if err != nil {
@@ -287,13 +263,12 @@ func runKRL(ctx context.Context, env *environment, args []string) error {
 	out := fs.String("out", "", "the KRL `file` to write (sshd_config's RevokedKeys)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key the list must name (e.g. the TrustedUserCAKeys file); default: the server's")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each fetch may take")
-	pos, err := parseTool(fs, env, args)
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 || *out == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: kith krl takes --server URL and --out FILE", errUsage)
+		return misuse(env, "krl", "takes --server URL and --out FILE")
 	}
 	c, err := newServerClient(env, *server, *timeout)
 	if err != nil {
