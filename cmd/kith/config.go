@@ -30,6 +30,9 @@ type Config struct {
 	PublicURL   string `toml:"public_url"`
 	DataDir     string `toml:"data_dir"`
 	DatabaseURL string `toml:"database_url"`
+	// DebugListen is a loopback address serving Go's profiler
+	// (/debug/pprof/); empty means none.
+	DebugListen string `toml:"debug_listen"`
 	// DatabaseMaxConns caps each process's pool of database connections.
 	DatabaseMaxConns int    `toml:"database_max_conns"`
 	LogFormat        string `toml:"log_format"`
@@ -271,6 +274,7 @@ func settings() []setting {
 		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*stringValue)(&c.DataDir) }},
 		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*stringValue)(&c.DatabaseURL) }},
 		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*intValue)(&c.DatabaseMaxConns) }},
+		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/; empty means off", func(c *Config) flag.Value { return (*stringValue)(&c.DebugListen) }},
 		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*stringValue)(&c.LogFormat) }},
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
@@ -453,6 +457,11 @@ func (c Config) validate() error {
 	if err := validateListen(c.Listen); err != nil {
 		return fmt.Errorf("setting listen: %w", err)
 	}
+	if c.DebugListen != "" {
+		if err := validateLoopback(c.DebugListen); err != nil {
+			return fmt.Errorf("setting debug_listen: %w", err)
+		}
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -530,6 +539,22 @@ func validateListen(addr string) error {
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// validateLoopback checks a host:port address whose host is a loopback IP
+// or localhost: what only this machine may reach.
+func validateLoopback(addr string) error {
+	if err := validateListen(addr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q: host must be a loopback address such as 127.0.0.1", addr)
 	}
 	return nil
 }

@@ -69,6 +69,8 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		{"bad host name", []string{"--hosts-names", "git.example.org,*.Example.org"}, nil, "", "setting hosts.names"},
 		{"host address", nil, []string{"KITH_HOSTS_NAMES=10.0.0.1"}, "", "setting hosts.names"},
 		{"bare wildcard host", nil, nil, "[hosts]\nnames = [\"*\"]\n", "setting hosts.names"},
+		{"profiler on every interface", []string{"--debug-listen", ":6060"}, nil, "", "setting debug_listen"},
+		{"profiler on a public address", nil, []string{"KITH_DEBUG_LISTEN=192.0.2.1:6060"}, "", "setting debug_listen"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

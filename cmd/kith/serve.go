@@ -48,6 +48,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 		defer reconLn.Close()
 	}
+	if cfg.DebugListen != "" {
+		debugLn, err := listenDebug(cfg.DebugListen, log)
+		if err != nil {
+			return err
+		}
+		defer debugLn.Close()
+	}
 
 	// Answer at once while the store starts (initdb and the cluster's
 	// start take a while): 503 "starting" until the frontends are ready.

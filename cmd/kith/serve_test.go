@@ -528,3 +528,29 @@ func mustOpen(t *testing.T, path string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// TestServeProfilerOnlyOnDebugListen: debug_listen serves Go's profiler on
+// its own loopback listener, and the public listener has no such route.
+func TestServeProfilerOnlyOnDebugListen(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	debug := freeAddr(t)
+	s := startServe(t, tempDir(t), nil, "--database-url", url, "--debug-listen", debug)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	get := func(u string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://" + debug + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("debug listener: %d %.80q, want the goroutine profile", code, body)
+	}
+	if code, _ := get("http://" + s.addr + "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+		t.Errorf("public listener answered /debug/pprof/ with %d, want 404", code)
+	}
+	s.stop(t)
+}
