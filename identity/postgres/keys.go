@@ -592,21 +592,43 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 				array_agg(is_primary ORDER BY position) AS is_primary
 			FROM user_ids WHERE key_ref = k.id) u ON true`
 	}
+	// columns lists what scanKeys reads of each key, with total the
+	// expression of the answer's size.
+	columns := func(total string) string {
+		return `k.fingerprint, k.digest, CASE WHEN ` + total + ` <= $2::bigint THEN k.packets END,
+			octet_length(k.packets), ` + total + `, k.long_id,
+			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at` + uids
+	}
+	if sel == byFingerprint {
+		// The commonest lookup (gpg --recv-keys) names one key by its
+		// primary fingerprint that no other key carries as a subkey: one
+		// index probe each, a statement as cheap to plan as to run. Any
+		// other outcome (a subkey's fingerprint, a fingerprint two keys
+		// share, none) takes the general statement below.
+		keys, err := s.scanKeys(ctx, q, `SELECT `+columns("octet_length(k.packets)")+`
+			FROM keys k `+uidJoin+` WHERE k.fingerprint = $1
+				AND NOT EXISTS (SELECT 1 FROM subkeys s WHERE s.fingerprint = $1 AND s.key_ref <> k.id)`, arg, readUpTo)
+		if err != nil || len(keys) == 1 {
+			return keys, err
+		}
+	}
 	// The matching keys: the ids sel yields, each key row read by its id;
-	// a lookup by fingerprint (the commonest, gpg --recv-keys) reads the
-	// rows its index scans find instead, without a second lookup by id.
+	// a lookup by fingerprint reads the rows its index scans find instead,
+	// without a second lookup by id.
 	from := `(SELECT k.* FROM keys k JOIN (SELECT id FROM (` + sel + `) AS s(id) ORDER BY id LIMIT ` + limit + `) m ON k.id = m.id) k`
 	if sel == byFingerprint {
 		from = `(SELECT * FROM (SELECT * FROM keys WHERE fingerprint = $1
 			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
 			ORDER BY id LIMIT ` + limit + `) k`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT k.fingerprint, k.digest,
-			CASE WHEN sum(octet_length(k.packets)) OVER () <= $2 THEN k.packets END,
-			octet_length(k.packets), sum(octet_length(k.packets)) OVER (), k.long_id,
-			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at
-			`+uids+`
+	return s.scanKeys(ctx, q, `SELECT `+columns("sum(octet_length(k.packets)) OVER ()")+`
 		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+}
+
+// scanKeys runs sql, a statement over $1 = arg and $2 = readUpTo whose
+// columns readKeys lists, and reads its rows as stored keys.
+func (s *Store) scanKeys(ctx context.Context, q identity.KeyQuery, sql string, arg any, readUpTo int64) ([]identity.StoredKey, error) {
+	rows, err := s.pool.Query(ctx, sql, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}
