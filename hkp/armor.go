@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
 )
 
 // writeArmoredPackets writes the keys' packets, in order, as one armored
@@ -49,11 +48,8 @@ func writeArmoredStream(ctx context.Context, w io.Writer, fps [][]byte, stream f
 // writeArmored writes one armored public-key block whose body each
 // writes, a key's packets at a time, and a final newline.
 func writeArmored(w io.Writer, each func(write func([]byte) error) error) error {
-	aw, err := armor.Encode(w, "PGP PUBLIC KEY BLOCK", nil)
-	if err != nil {
-		return fmt.Errorf("hkp: armor: %w", err)
-	}
-	err = each(func(packets []byte) error {
+	aw := pgp.NewArmorWriter(w)
+	err := each(func(packets []byte) error {
 		if _, err := aw.Write(packets); err != nil {
 			return fmt.Errorf("hkp: armor: %w", err)
 		}

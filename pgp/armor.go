@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 )
 
 // ErrBadArmor: an armor block's body is not valid base64.
@@ -30,10 +28,7 @@ var (
 // WriteArmored writes keys as one armored public-key block (binary packets
 // in each key's order, base64 in 64-column lines, CRC24 line).
 func WriteArmored(w io.Writer, keys ...*Key) error {
-	aw, err := armor.Encode(w, publicKeyBlockType, nil)
-	if err != nil {
-		return fmt.Errorf("pgp: write armor: %w", err)
-	}
+	aw := NewArmorWriter(w)
 	for _, k := range keys {
 		if _, err := aw.Write(k.Bytes()); err != nil {
 			return fmt.Errorf("pgp: write armor: %w", err)
