@@ -78,6 +78,10 @@ type Policy struct {
 	// (signatures dated more than MaxClockSkew after it are dropped). Nil:
 	// time.Now.
 	Now func() time.Time
+
+	// batch, set only while apply runs, collects the key's Ed25519
+	// self-signature checks to make them together.
+	batch *ed25519Batch
 }
 
 // IssuerKeys returns the public-key packet bodies (primary keys or subkeys)
@@ -183,9 +187,24 @@ type keptComp struct {
 	latest int64 // creation time of its newest valid self-signature
 }
 
-// apply runs the policy over a structured key.
+// apply runs the policy over a structured key. Its Ed25519 signature
+// checks are made as one batch at the end; when the batch fails (a bad
+// signature is in it), the policy runs again checking each alone, so
+// the outcome is the same as if every check had been made at once.
 func (p Policy) apply(st *structured) (*Key, Report, error) {
 	p = p.withDefaults()
+	p.batch = &ed25519Batch{}
+	k, rep, err := p.applyChecked(st)
+	if p.batch.verify() {
+		return k, rep, err
+	}
+	p.batch = nil
+	return p.applyChecked(st)
+}
+
+// applyChecked is apply, with the Ed25519 checks in p.batch when it is
+// not nil.
+func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 	rep := st.stray
 	if n := len(st.primary.Body); n > p.MaxPacketSize {
 		return nil, rep, fmt.Errorf("pgp: policy: primary key packet of %d bytes: %w", n, ErrPacketTooLarge)
@@ -398,7 +417,7 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 		}
 		claims := info.claimsIssuer(prim)
 		if claims || !info.hasIssuerInfo() {
-			ss, err := verifySelfSig(prim, info, kind, comp, sub, !p.AllowMissingBackSignatures)
+			ss, err := verifySelfSig(p.batch, prim, info, kind, comp, sub, !p.AllowMissingBackSignatures)
 			switch {
 			case err == nil:
 				kept = append(kept, keptSig{pkt: s, info: info, self: ss})

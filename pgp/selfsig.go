@@ -77,7 +77,9 @@ func sigAllowedFor(t uint8, kind componentKind) bool {
 
 // verifySelfSig verifies s, made by primary, over the component comp (a user
 // ID, user attribute or subkey body; nil for direct signatures).
-func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial, requireBackSig bool) (ss *selfSig, err error) {
+//
+// With a batch, Ed25519 checks go into it and hold only if it verifies.
+func verifySelfSig(batch *ed25519Batch, primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial, requireBackSig bool) (ss *selfSig, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ss, err = nil, fmt.Errorf("%w: verifier panicked: %v", ErrBadSignature, r)
@@ -102,7 +104,7 @@ func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []
 		return nil, fmt.Errorf("%w: %v", ErrUnsupportedSignature, err)
 	}
 	writeSignedData(h, s.version, primary, kind, comp, sub)
-	if err := verifyValue(primary.pub, h, gs); err != nil {
+	if err := verifyValue(batch, primary.pub, h, gs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	ss = &selfSig{
@@ -125,7 +127,7 @@ func verifySelfSig(primary *keyMaterial, s *sigInfo, kind componentKind, comp []
 		ss.flags = flagsOf(gs)
 	}
 	if kind == kindSubkey && s.sigType == sigTypeSubkeyBind {
-		err := verifyBackSig(primary, sub, gs)
+		err := verifyBackSig(batch, primary, sub, gs)
 		if err != nil && requireBackSig && gs.FlagsValid && gs.FlagSign {
 			return nil, err
 		}
@@ -189,8 +191,12 @@ var ripemd160DigestInfo = []byte{0x30, 0x21, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x24,
 
 // verifyValue checks the signature value over the data hashed into h. RSA
 // signatures are checked with verifyRSA (faster than crypto/rsa for large
-// keys, and it knows RIPEMD-160); everything else by go-crypto.
-func verifyValue(pub *packet.PublicKey, h hash.Hash, gs *packet.Signature) error {
+// keys, and it knows RIPEMD-160), v4 Ed25519 ones with verifyEd25519
+// (into batch when not nil); everything else by go-crypto.
+func verifyValue(batch *ed25519Batch, pub *packet.PublicKey, h hash.Hash, gs *packet.Signature) error {
+	if done, err := verifyEd25519Value(batch, pub, h, gs); done {
+		return err
+	}
 	rpub, isRSA := pub.PublicKey.(*rsa.PublicKey)
 	if _, known := digestInfo[gs.Hash]; !isRSA || !known || gs.RSASignature == nil || gs.Version > 4 {
 		return pub.VerifySignature(h, gs)
@@ -204,8 +210,8 @@ func verifyValue(pub *packet.PublicKey, h hash.Hash, gs *packet.Signature) error
 }
 
 // verifyBackSig checks the primary-key binding signature embedded in a
-// signing subkey's binding.
-func verifyBackSig(primary, sub *keyMaterial, binding *packet.Signature) error {
+// signing subkey's binding (into batch, when not nil, as verifyValue).
+func verifyBackSig(batch *ed25519Batch, primary, sub *keyMaterial, binding *packet.Signature) error {
 	emb := binding.EmbeddedSignature
 	if emb == nil {
 		return ErrMissingBackSignature
@@ -219,10 +225,29 @@ func verifyBackSig(primary, sub *keyMaterial, binding *packet.Signature) error {
 	}
 	writeKeyPrefix(h, primary.version, primary.body)
 	writeKeyPrefix(h, sub.version, sub.body)
-	if err := sub.pub.VerifySignature(h, emb); err != nil {
+	done, err := verifyEd25519Value(batch, sub.pub, h, emb)
+	if !done {
+		err = sub.pub.VerifySignature(h, emb)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMissingBackSignature, err)
 	}
 	return nil
+}
+
+// verifyEd25519Value checks gs over the data hashed into h when it is a
+// v4 Ed25519 signature by pub (into batch, when not nil), and reports
+// whether it was one.
+func verifyEd25519Value(batch *ed25519Batch, pub *packet.PublicKey, h hash.Hash, gs *packet.Signature) (done bool, err error) {
+	if gs.Version != 4 || pub.PubKeyAlgo != gs.PubKeyAlgo {
+		return false, nil
+	}
+	key, sig, isEd25519, err := ed25519Parts(pub, gs)
+	if !isEd25519 || err != nil {
+		return isEd25519, err
+	}
+	h.Write(gs.HashSuffix)
+	return true, verifyEd25519(batch, key, h.Sum(nil), sig)
 }
 
 // flagsOf packs go-crypto's key flags back into the first flags octet.
@@ -372,5 +397,5 @@ func verifyCertification(primary *keyMaterial, s *sigInfo, kind componentKind, c
 		return false
 	}
 	writeSignedData(h, s.version, primary, kind, comp, nil)
-	return verifyValue(issuer.pub, h, gs) == nil
+	return verifyValue(nil, issuer.pub, h, gs) == nil
 }
