@@ -6,6 +6,7 @@ package pgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 )
@@ -42,7 +43,7 @@ func (p Policy) ProcessParallel(ctx context.Context, r *Reader, workers int, fn 
 		done chan struct{}
 	}
 	jobs := make(chan *job, workers*4)
-	order := make(chan *job, workers*16)
+	order := make(chan *job, workers*applyGroupKeys*2)
 	var readErr error
 
 	go func() { // reader
@@ -79,10 +80,39 @@ func (p Policy) ProcessParallel(ctx context.Context, r *Reader, workers int, fn 
 	}()
 	for w := 0; w < workers; w++ {
 		go func() {
+			// Each worker checks the keys it takes as groups of up to
+			// applyGroupKeys, ending a group early when no key is waiting,
+			// so that a result is never held back for want of input.
+			g := p.newKeyGroup()
+			var group []*job
+			finish := func() {
+				for i, res := range g.finish() {
+					j := group[i]
+					j.res.Key, j.res.Report, j.res.Err = res.Key, res.Report, res.Err
+					j.key = nil
+					close(j.done)
+				}
+				group = group[:0]
+			}
+			take := func(j *job) {
+				g.apply(j.key)
+				group = append(group, j)
+			}
 			for j := range jobs {
-				j.res.Key, j.res.Report, j.res.Err = p.Apply(j.key)
-				j.key = nil
-				close(j.done)
+				take(j)
+			more:
+				for len(group) < applyGroupKeys {
+					select {
+					case j, ok := <-jobs:
+						if !ok {
+							break more
+						}
+						take(j)
+					default:
+						break more
+					}
+				}
+				finish()
 			}
 		}()
 	}
@@ -100,4 +130,53 @@ func (p Policy) ProcessParallel(ctx context.Context, r *Reader, workers int, fn 
 		return err
 	}
 	return readErr
+}
+
+// applyGroupKeys is how many keys ProcessParallel checks as one group at
+// most: their Ed25519 signatures make one batch, whose doublings and
+// generator term are then shared by all of them (about a sixth less CPU
+// for a bulk load than a batch per key).
+const applyGroupKeys = 16
+
+// keyGroup applies the policy to keys whose Ed25519 checks are made
+// together, as one batch, when the group finishes.
+type keyGroup struct {
+	p    Policy
+	keys []*Key
+	out  []Result
+}
+
+func (p Policy) newKeyGroup() *keyGroup {
+	p = p.withDefaults()
+	p.batch = &ed25519Batch{}
+	return &keyGroup{p: p}
+}
+
+// apply applies the policy to k, its outcome provisional until finish.
+func (g *keyGroup) apply(k *Key) {
+	var r Result
+	if st, err := structure(k.packets); err != nil {
+		r.Err = fmt.Errorf("pgp: policy: %w", err)
+	} else {
+		r.Key, r.Report, r.Err = g.p.applyChecked(st)
+	}
+	g.keys = append(g.keys, k)
+	g.out = append(g.out, r)
+}
+
+// finish makes the group's checks and returns the outcome of each key
+// applied since the last finish, in order (only Key, Report and Err
+// set). When the batch fails, each key is applied again on its own
+// (Apply), so a bad signature costs its group's work twice but changes
+// no outcome.
+func (g *keyGroup) finish() []Result {
+	out := g.out
+	if !g.p.batch.verify() {
+		for i, k := range g.keys {
+			out[i].Key, out[i].Report, out[i].Err = g.p.Apply(k)
+		}
+	}
+	g.p.batch = &ed25519Batch{}
+	g.keys, g.out = nil, nil
+	return out
 }
