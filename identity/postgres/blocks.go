@@ -167,8 +167,12 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 		}
 		switch {
 		case p.change == identity.KeyBlocked:
-			if _, err := tx.Exec(ctx, "DELETE FROM keys WHERE id = $1", id); err != nil {
-				return fmt.Errorf("delete key: %w", err)
+			// A key's user IDs and subkeys go with it (no foreign key
+			// cascades: migration 0013).
+			for _, q := range []string{"DELETE FROM user_ids WHERE key_ref = $1", "DELETE FROM subkeys WHERE key_ref = $1", "DELETE FROM keys WHERE id = $1"} {
+				if _, err := tx.Exec(ctx, q, id); err != nil {
+					return fmt.Errorf("delete key: %w", err)
+				}
 			}
 			payload := hex.EncodeToString(digest) + "::" + hex.EncodeToString(b.Fingerprint)
 			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", KeyChangesChannel, payload); err != nil {

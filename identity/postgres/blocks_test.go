@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -191,5 +193,53 @@ func TestRefusedDigestsAreRememberedUntilUnblocked(t *testing.T) {
 	}
 	if got, err := s.RefusedDigests(ctx, [][16]byte{d}); err != nil || got[d] {
 		t.Fatalf("after unblock: %v, %v; want the digest forgotten", got, err)
+	}
+}
+
+// TestKeysLeaveNoUserIDsOrSubkeysBehind: user_ids and subkeys rows carry
+// no foreign key (migration 0013), so the writers remove them with their
+// key: after a block removes a key, no row names a key that is not
+// stored, and the other key's rows are exactly its own.
+func TestKeysLeaveNoUserIDsOrSubkeysBehind(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	mallory := entityKey(t, newEntity(t, "Mallory <mallory@example.org>", "M <m@example.org>"))
+	alice := entityKey(t, newEntity(t, "Alice <alice@example.org>", "Alice <alice@example.net>"))
+	for _, k := range []*pgp.Key{mallory, alice} {
+		if _, err := s.AddKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, m := count("SELECT count(*) FROM user_ids"), count("SELECT count(*) FROM subkeys"); n != 4 || m != 2 {
+		t.Fatalf("stored %d user IDs and %d subkeys, want 4 and 2", n, m)
+	}
+	if _, err := s.AddBlock(ctx, identity.Block{Fingerprint: mallory.Fingerprint(), Reason: "abuse", Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"user_ids", "subkeys"} {
+		if n := count("SELECT count(*) FROM " + table + " c WHERE NOT EXISTS (SELECT 1 FROM keys k WHERE k.id = c.key_ref)"); n != 0 {
+			t.Errorf("%d %s rows name a key that is not stored", n, table)
+		}
+	}
+	if n, m := count("SELECT count(*) FROM user_ids"), count("SELECT count(*) FROM subkeys"); n != 2 || m != 1 {
+		t.Fatalf("after the block: %d user IDs and %d subkeys, want Alice's 2 and 1", n, m)
 	}
 }
