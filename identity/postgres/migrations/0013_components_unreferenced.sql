@@ -4,5 +4,5 @@
 -- explicitly). The foreign keys re-checked that for every row with a
 -- lookup of keys: about a tenth of a bulk load's time and ~40 us of each
 -- upload's database time, for a guarantee the one writer already gives.
-ALTER TABLE user_ids DROP CONSTRAINT user_ids_key_ref_fkey;
-ALTER TABLE subkeys DROP CONSTRAINT subkeys_key_ref_fkey;
+ALTER TABLE user_ids DROP CONSTRAINT IF EXISTS user_ids_key_ref_fkey;
+ALTER TABLE subkeys DROP CONSTRAINT IF EXISTS subkeys_key_ref_fkey;
