@@ -166,12 +166,26 @@ func streamError(err error) bool {
 
 // init detects the input format.
 func (r *Reader) init() {
-	br := bufio.NewReaderSize(r.src, 64<<10)
+	size := readBufferSize(r.src)
+	br := bufio.NewReaderSize(r.src, size)
 	b, _ := br.Peek(1)
 	if len(b) == 1 && b[0]&0x80 == 0 {
-		br = bufio.NewReaderSize(newDearmorer(br, r.opts.MaxResyncBytes), 64<<10)
+		br = bufio.NewReaderSize(newDearmorer(br, r.opts.MaxResyncBytes), size)
 	}
 	r.br = br
+}
+
+// readBufferSize is the size of a Reader's buffers: 64 KiB, or less for
+// an input that says it is shorter (a bytes.Reader: an upload, a stored
+// key), but never under 8 KiB, above the most any read peeks at once
+// (skipToKey's 4 KiB). Two 64 KiB buffers for a 3 KB upload were most of
+// what an upload allocated.
+func readBufferSize(src io.Reader) int {
+	const most, least = 64 << 10, 8 << 10
+	if l, ok := src.(interface{ Len() int }); ok {
+		return min(most, max(least, l.Len()+1))
+	}
+	return most
 }
 
 // end records a stream-ending error.
