@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
@@ -581,33 +582,13 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 	if q.MaxBytes > 0 {
 		readUpTo = min(readUpTo, int64(q.MaxBytes))
 	}
-	// The user IDs come in the same row, as parallel arrays in position
-	// order, unless the caller wants none.
-	uids, uidJoin := "", ""
-	if !q.NoUserIDs {
-		uids = ", u.texts, u.emails, u.created, u.expires, u.revoked, u.is_primary"
-		uidJoin = `LEFT JOIN LATERAL (SELECT array_agg(uid ORDER BY position) AS texts,
-				array_agg(email ORDER BY position) AS emails, array_agg(created_at ORDER BY position) AS created,
-				array_agg(expires_at ORDER BY position) AS expires, array_agg(revoked ORDER BY position) AS revoked,
-				array_agg(is_primary ORDER BY position) AS is_primary
-			FROM user_ids WHERE key_ref = k.id) u ON true`
-	}
-	// columns lists what scanKeys reads of each key, with total the
-	// expression of the answer's size.
-	columns := func(total string) string {
-		return `k.fingerprint, k.digest, CASE WHEN ` + total + ` <= $2::bigint THEN k.packets END,
-			octet_length(k.packets), ` + total + `, k.long_id,
-			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at` + uids
-	}
 	if sel == byFingerprint {
 		// The commonest lookup (gpg --recv-keys) names one key by its
 		// primary fingerprint that no other key carries as a subkey: one
 		// index probe each, a statement as cheap to plan as to run. Any
 		// other outcome (a subkey's fingerprint, a fingerprint two keys
 		// share, none) takes the general statement below.
-		keys, err := s.scanKeys(ctx, q, `SELECT `+columns("octet_length(k.packets)")+`
-			FROM keys k `+uidJoin+` WHERE k.fingerprint = $1
-				AND NOT EXISTS (SELECT 1 FROM subkeys s WHERE s.fingerprint = $1 AND s.key_ref <> k.id)`, arg, readUpTo)
+		keys, err := s.scanKeys(ctx, q, primaryFingerprintSQL(!q.NoUserIDs), arg, readUpTo)
 		if err != nil || len(keys) == 1 {
 			return keys, err
 		}
@@ -621,8 +602,64 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.Ke
 			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
 			ORDER BY id LIMIT ` + limit + `) k`
 	}
-	return s.scanKeys(ctx, q, `SELECT `+columns("sum(octet_length(k.packets)) OVER ()")+`
+	columns, uidJoin := readColumns("sum(octet_length(k.packets)) OVER ()", !q.NoUserIDs)
+	return s.scanKeys(ctx, q, `SELECT `+columns+`
 		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+}
+
+// readColumns lists what scanKeys reads of each key k, with total the
+// expression of the answer's size, and, with userIDs, the join that
+// brings the user IDs into the same row (as parallel arrays in position
+// order).
+func readColumns(total string, userIDs bool) (columns, join string) {
+	columns = `k.fingerprint, k.digest, CASE WHEN ` + total + ` <= $2::bigint THEN k.packets END,
+			octet_length(k.packets), ` + total + `, k.long_id,
+			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at`
+	if userIDs {
+		columns += ", u.texts, u.emails, u.created, u.expires, u.revoked, u.is_primary"
+		join = `LEFT JOIN LATERAL (SELECT array_agg(uid ORDER BY position) AS texts,
+				array_agg(email ORDER BY position) AS emails, array_agg(created_at ORDER BY position) AS created,
+				array_agg(expires_at ORDER BY position) AS expires, array_agg(revoked ORDER BY position) AS revoked,
+				array_agg(is_primary ORDER BY position) AS is_primary
+			FROM user_ids WHERE key_ref = k.id) u ON true`
+	}
+	return columns, join
+}
+
+// primaryFingerprintSQL is the statement that reads the one key whose
+// primary fingerprint is $1 when no other key has it as a subkey, with
+// its packets when they are at most $2 bytes.
+func primaryFingerprintSQL(userIDs bool) string {
+	columns, join := readColumns("octet_length(k.packets)", userIDs)
+	return `SELECT ` + columns + `
+			FROM keys k ` + join + ` WHERE k.fingerprint = $1
+				AND NOT EXISTS (SELECT 1 FROM subkeys s WHERE s.fingerprint = $1 AND s.key_ref <> k.id)`
+}
+
+// warm prepares the fingerprint lookups on n of the pool's connections
+// (held at once, so that they are distinct), so that the first
+// gpg --recv-keys on each does not pay for parsing, planning and its
+// backend's first catalog reads. It runs after the migrations, and is
+// best effort: a connection that fails is left as it is.
+func (s *Store) warm(ctx context.Context, n int) {
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return
+		}
+		conns = append(conns, c)
+		for _, userIDs := range []bool{false, true} {
+			if rows, err := c.Query(ctx, primaryFingerprintSQL(userIDs), []byte{}, int64(-1)); err == nil {
+				rows.Close()
+			}
+		}
+	}
 }
 
 // scanKeys runs sql, a statement over $1 = arg and $2 = readUpTo whose

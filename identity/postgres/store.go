@@ -55,6 +55,11 @@ type Options struct {
 	// MaxConns caps the pool; 0 keeps pgx's default (the larger of 4 and
 	// the number of CPUs).
 	MaxConns int32
+	// WarmConns is how many connections Open opens and prepares the key
+	// lookups on before it returns, so that the first burst of requests
+	// does not wait for backends to start, log in and read their
+	// catalogs. They stay in the pool until idle for pgx's idle time.
+	WarmConns int
 	// SkipMigrate opens the store without applying migrations, for tools
 	// that must not change the schema.
 	SkipMigrate bool
@@ -97,6 +102,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.warm(ctx, min(opts.WarmConns, int(cfg.MaxConns)))
 	return s, nil
 }
 
