@@ -25,6 +25,12 @@ const (
 	// maxGroupKeys bounds one group transaction (below smallBatch, so a
 	// group takes the few-round-trip INSERT path).
 	maxGroupKeys = 32
+	// secondGroupKeys is how many keys must be waiting before a second
+	// writer starts beside a running one: each transaction costs the
+	// database ~8 statements whatever it holds, so keys that a second
+	// writer would take a few at a time are better left to the next
+	// group of the first.
+	secondGroupKeys = 4
 )
 
 // keyGroup is the queue of AddKey calls waiting for a writer.
@@ -61,15 +67,21 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, e
 	g := &s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, q)
-	lead := g.writers < maxGroupWriters
+	lead := g.roomForWriter()
 	if lead {
+		// Closed lead marks every writer, so that handOff never counts
+		// this one twice while its key still waits in the queue (a
+		// second upload of a fingerprint in the group being written).
 		g.writers++
+		close(q.lead)
 	}
 	g.mu.Unlock()
 	if !lead {
 		select {
 		case <-q.done:
-			return q.change, q.err
+			if !q.leading() {
+				return q.change, q.err
+			}
 		case <-q.lead:
 		case <-ctx.Done():
 			g.mu.Lock()
@@ -88,7 +100,9 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, e
 			g.mu.Unlock()
 			select {
 			case <-q.done:
-				return q.change, q.err
+				if !q.leading() {
+					return q.change, q.err
+				}
 			case <-q.lead:
 			}
 		}
@@ -114,6 +128,20 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, e
 		g.mu.Unlock()
 		<-q.done
 		return q.change, q.err
+	}
+}
+
+// leading reports whether q was made a writer. A caller whose key another
+// writer wrote may have been handed the writer's place just before its
+// key was taken; it must then leave through the writer's path, which
+// gives the place back, or the count of writers would stay one too high
+// and, with no room for a writer, keys would wait for ever.
+func (q *queuedKey) leading() bool {
+	select {
+	case <-q.lead:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -148,10 +176,17 @@ func (g *keyGroup) remove(q *queuedKey) {
 	}
 }
 
+// roomForWriter reports whether another writer may start: the first
+// always, a second only for a queue worth a group of its own; g.mu is
+// held.
+func (g *keyGroup) roomForWriter() bool {
+	return g.writers == 0 || (g.writers < maxGroupWriters && len(g.queue) >= secondGroupKeys)
+}
+
 // handOff makes the first waiting caller a writer when there is room;
 // g.mu is held.
 func (g *keyGroup) handOff() {
-	if g.writers >= maxGroupWriters {
+	if !g.roomForWriter() {
 		return
 	}
 	for _, q := range g.queue {
