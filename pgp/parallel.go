@@ -6,7 +6,6 @@ package pgp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
 )
@@ -95,7 +94,7 @@ func (p Policy) ProcessParallel(ctx context.Context, r *Reader, workers int, fn 
 				group = group[:0]
 			}
 			take := func(j *job) {
-				g.apply(j.key)
+				g.addKey(j.key)
 				group = append(group, j)
 			}
 			for j := range jobs {
@@ -137,46 +136,3 @@ func (p Policy) ProcessParallel(ctx context.Context, r *Reader, workers int, fn 
 // generator term are then shared by all of them (about a sixth less CPU
 // for a bulk load than a batch per key).
 const applyGroupKeys = 16
-
-// keyGroup applies the policy to keys whose Ed25519 checks are made
-// together, as one batch, when the group finishes.
-type keyGroup struct {
-	p    Policy
-	keys []*Key
-	out  []Result
-}
-
-func (p Policy) newKeyGroup() *keyGroup {
-	p = p.withDefaults()
-	p.batch = &ed25519Batch{}
-	return &keyGroup{p: p}
-}
-
-// apply applies the policy to k, its outcome provisional until finish.
-func (g *keyGroup) apply(k *Key) {
-	var r Result
-	if st, err := structure(k.packets); err != nil {
-		r.Err = fmt.Errorf("pgp: policy: %w", err)
-	} else {
-		r.Key, r.Report, r.Err = g.p.applyChecked(st)
-	}
-	g.keys = append(g.keys, k)
-	g.out = append(g.out, r)
-}
-
-// finish makes the group's checks and returns the outcome of each key
-// applied since the last finish, in order (only Key, Report and Err
-// set). When the batch fails, each key is applied again on its own
-// (Apply), so a bad signature costs its group's work twice but changes
-// no outcome.
-func (g *keyGroup) finish() []Result {
-	out := g.out
-	if !g.p.batch.verify() {
-		for i, k := range g.keys {
-			out[i].Key, out[i].Report, out[i].Err = g.p.Apply(k)
-		}
-	}
-	g.p.batch = &ed25519Batch{}
-	g.keys, g.out = nil, nil
-	return out
-}

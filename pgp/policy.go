@@ -79,7 +79,7 @@ type Policy struct {
 	// time.Now.
 	Now func() time.Time
 
-	// batch, set only while apply runs, collects the key's Ed25519
+	// batch, set only in a keyGroup's policy, collects its keys' Ed25519
 	// self-signature checks to make them together.
 	batch *ed25519Batch
 }
@@ -154,11 +154,10 @@ func (p Policy) withDefaults() Policy {
 // ErrKeyTooLarge, ErrUnsupportedKey, ErrMalformedKey, ErrPacketTooLarge or
 // ErrNotPublicKey) when nothing about it can be trusted.
 func (p Policy) Apply(k *Key) (*Key, Report, error) {
-	st, err := structure(k.packets)
-	if err != nil {
-		return nil, Report{}, fmt.Errorf("pgp: policy: %w", err)
-	}
-	return p.apply(st)
+	g := p.newKeyGroup()
+	g.addKey(k)
+	r := g.finish()[0]
+	return r.Key, r.Report, r.Err
 }
 
 // keptSig is a signature that passed the checks so far.
@@ -187,19 +186,71 @@ type keptComp struct {
 	latest int64 // creation time of its newest valid self-signature
 }
 
-// apply runs the policy over a structured key. Its Ed25519 signature
-// checks are made as one batch at the end; when the batch fails (a bad
-// signature is in it), the policy runs again checking each alone, so
-// the outcome is the same as if every check had been made at once.
+// apply runs the policy over a structured key, its Ed25519 checks made
+// as one batch (a group of one key).
 func (p Policy) apply(st *structured) (*Key, Report, error) {
+	g := p.newKeyGroup()
+	g.add(st)
+	r := g.finish()[0]
+	return r.Key, r.Report, r.Err
+}
+
+// keyGroup applies the policy to keys whose Ed25519 checks are made
+// together, as one batch, when the group finishes: a key's own
+// signatures in Apply and Merge, up to applyGroupKeys keys' in
+// ProcessParallel.
+type keyGroup struct {
+	p    Policy
+	keys []*structured // nil where the key could not be structured
+	out  []Result
+}
+
+func (p Policy) newKeyGroup() *keyGroup {
 	p = p.withDefaults()
 	p.batch = &ed25519Batch{}
-	k, rep, err := p.applyChecked(st)
-	if p.batch.verify() {
-		return k, rep, err
+	return &keyGroup{p: p}
+}
+
+// add applies the policy to st, its outcome provisional until finish.
+func (g *keyGroup) add(st *structured) {
+	var r Result
+	r.Key, r.Report, r.Err = g.p.applyChecked(st)
+	g.keys = append(g.keys, st)
+	g.out = append(g.out, r)
+}
+
+// addKey is add for a key not yet structured; one that cannot be is
+// refused as Apply refuses it.
+func (g *keyGroup) addKey(k *Key) {
+	st, err := structure(k.packets)
+	if err != nil {
+		g.keys = append(g.keys, nil)
+		g.out = append(g.out, Result{Err: fmt.Errorf("pgp: policy: %w", err)})
+		return
 	}
-	p.batch = nil
-	return p.applyChecked(st)
+	g.add(st)
+}
+
+// finish makes the group's checks and returns the outcome of each key
+// added since the last finish, in order (only Key, Report and Err set).
+// When the batch fails (a bad signature is in it), each key is applied
+// again checking every signature alone, so the outcome is the same as if
+// every check had been made at once; a bad signature costs its group's
+// work twice.
+func (g *keyGroup) finish() []Result {
+	out := g.out
+	if !g.p.batch.verify() {
+		alone := g.p
+		alone.batch = nil
+		for i, st := range g.keys {
+			if st != nil {
+				out[i].Key, out[i].Report, out[i].Err = alone.applyChecked(st)
+			}
+		}
+	}
+	g.p.batch = &ed25519Batch{}
+	g.keys, g.out = nil, nil
+	return out
 }
 
 // applyChecked is apply, with the Ed25519 checks in p.batch when it is
