@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +17,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	xssh "golang.org/x/crypto/ssh"
 )
@@ -92,143 +90,6 @@ func runAK(t *testing.T, environ []string, args ...string) (string, string, erro
 	return out.String(), errb.String(), err
 }
 
-// TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable: only a server
-// that cannot be reached, times out or fails (5xx) lets a cached answer
-// be served. A 404 (no such identity), a 200 with no keys and other 4xx
-// answers are the server's word and must not bring back keys from the
-// cache: a revoked key must stay revoked.
-func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
-	key := newAuthorizedKeyLine(t)
-	for _, tt := range []struct {
-		name     string
-		status   int // 0: hang past the timeout; -1: connection refused
-		body     string
-		fallback bool
-		reason   string // in the warning when it falls back
-	}{
-		{name: "404 no such identity", status: http.StatusNotFound, body: "no such identity\n"},
-		{name: "200 no keys", status: http.StatusOK, body: ""},
-		{name: "403", status: http.StatusForbidden},
-		{name: "410", status: http.StatusGone},
-		{name: "400", status: http.StatusBadRequest},
-		{name: "429", status: http.StatusTooManyRequests},
-		{name: "500", status: http.StatusInternalServerError, fallback: true, reason: "server answered 500"},
-		{name: "502", status: http.StatusBadGateway, fallback: true, reason: "server answered 502"},
-		{name: "503", status: http.StatusServiceUnavailable, fallback: true, reason: "server answered 503"},
-		{name: "timeout", status: 0, fallback: true, reason: "Client.Timeout|deadline exceeded"},
-		{name: "connection refused", status: -1, fallback: true, reason: "connection refused"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeKeyServer(t)
-			cache := filepath.Join(t.TempDir(), "cache")
-			args := func(server string) []string {
-				return []string{"--server", server, "--cache-dir", cache, "--timeout", "300ms", "alice"}
-			}
-			f.answer(http.StatusOK, key)
-			out, stderr, err := runAK(t, nil, args(f.srv.URL)...)
-			if err != nil || out != key {
-				t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
-			}
-
-			server := f.srv.URL
-			if tt.status < 0 {
-				server = deadURL(t)
-			} else {
-				f.answer(tt.status, tt.body)
-			}
-			out, stderr, err = runAK(t, nil, args(server)...)
-			if !tt.fallback {
-				if out != "" {
-					t.Fatalf("printed %q from the cache after an authoritative %s\n%s", out, tt.name, stderr)
-				}
-				if strings.Contains(stderr, "cached") && strings.Contains(stderr, "serving") {
-					t.Fatalf("warned of serving the cache:\n%s", stderr)
-				}
-				if tt.status == http.StatusOK || tt.status == http.StatusNotFound {
-					// The server's word replaces the last one: with the
-					// server gone the old keys do not come back either.
-					out, stderr, _ = runAK(t, nil, args(deadURL(t))...)
-					if out != "" {
-						t.Fatalf("with the server down, the cache brought back %q after %s\n%s", out, tt.name, stderr)
-					}
-				}
-				return
-			}
-			if err != nil || out != key {
-				t.Fatalf("after %s: out %q, err %v, want the cached key\n%s", tt.name, out, err, stderr)
-			}
-			if !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "serving the cached answer") {
-				t.Fatalf("no warning that the cache was served:\n%s", stderr)
-			}
-			for _, want := range []string{"age=", "max_age=24h0m0s"} {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("warning lacks %q:\n%s", want, stderr)
-				}
-			}
-			if !containsAny(stderr, strings.Split(tt.reason, "|")) {
-				t.Errorf("warning does not say why (%s):\n%s", tt.reason, stderr)
-			}
-		})
-	}
-}
-
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// TestAuthorizedKeysMaxAge: an answer older than --max-age is not served,
-// and --max-age off (or 0) neither writes nor reads a cache.
-func TestAuthorizedKeysMaxAge(t *testing.T) {
-	key := newAuthorizedKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, key)
-	cache := filepath.Join(t.TempDir(), "cache")
-	if out, stderr, err := runAK(t, nil, "--server", f.srv.URL, "--cache-dir", cache, "--max-age", "1h", "alice"); err != nil || out != key {
-		t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	if err := os.Chtimes(filepath.Join(cache, "alice.keys"), old, old); err != nil {
-		t.Fatal(err)
-	}
-	dead := deadURL(t)
-	out, stderr, err := runAK(t, nil, "--server", dead, "--cache-dir", cache, "--max-age", "1h", "alice")
-	if out != "" || !errors.Is(err, errNoKeys) || !strings.Contains(stderr, "too old") {
-		t.Fatalf("a 2h-old answer with --max-age 1h: out %q, err %v\n%s", out, err, stderr)
-	}
-	// Younger than max-age, it is served.
-	if out, stderr, _ := runAK(t, nil, "--server", dead, "--cache-dir", cache, "--max-age", "3h", "alice"); out != key {
-		t.Fatalf("a 2h-old answer with --max-age 3h: out %q\n%s", out, stderr)
-	}
-
-	for _, off := range []string{"off", "0"} {
-		t.Run(off, func(t *testing.T) {
-			cache := filepath.Join(t.TempDir(), "cache")
-			if out, stderr, err := runAK(t, nil, "--server", f.srv.URL, "--cache-dir", cache, "--max-age", off, "alice"); err != nil || out != key {
-				t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
-			}
-			if _, err := os.Stat(cache); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("--max-age %s made a cache: %v", off, err)
-			}
-			// A cache left from before is not read either.
-			if err := writeCache(cache, filepath.Join(cache, "alice.keys"), []byte(key)); err != nil {
-				t.Fatal(err)
-			}
-			out, stderr, err := runAK(t, []string{authorizedKeysEnvPrefix + "MAX_AGE=" + off}, "--server", dead, "--cache-dir", cache, "alice")
-			if out != "" || !errors.Is(err, errNoKeys) || !strings.Contains(stderr, "cache is off") {
-				t.Fatalf("with the cache off and the server down: out %q, err %v\n%s", out, err, stderr)
-			}
-		})
-	}
-	if _, stderr, err := runAK(t, nil, "--server", dead, "--max-age", "-1h", "alice"); err == nil || !strings.Contains(stderr+err.Error(), "max-age") {
-		t.Fatalf("a negative max-age was taken: %v\n%s", err, stderr)
-	}
-}
-
 // TestAuthorizedKeysWarnsOfPlainHTTP: keys fetched without TLS from
 // another host can be swapped by anyone on the path, so plain http to a
 // host that is not loopback is warned of on every run.
@@ -261,69 +122,9 @@ func TestAuthorizedKeysWarnsOfPlainHTTP(t *testing.T) {
 	}
 }
 
-// TestAuthorizedKeysRefusesUnsafeCache: a cache another local user could
-// write to could be used to plant keys, so a cache directory or file
-// that is group- or world-writable, or owned by another user, is not
-// read (and the command says so).
-func TestAuthorizedKeysRefusesUnsafeCache(t *testing.T) {
-	key := newAuthorizedKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, key)
-	dead := deadURL(t)
-	for _, tt := range []struct {
-		name  string
-		spoil func(t *testing.T, dir, file string)
-		root  bool
-	}{
-		{name: "world-writable dir", spoil: func(t *testing.T, dir, _ string) { chmod(t, dir, 0o777) }},
-		{name: "group-writable dir", spoil: func(t *testing.T, dir, _ string) { chmod(t, dir, 0o770) }},
-		{name: "world-writable file", spoil: func(t *testing.T, _, file string) { chmod(t, file, 0o666) }},
-		{name: "group-writable file", spoil: func(t *testing.T, _, file string) { chmod(t, file, 0o620) }},
-		{name: "file of another user", root: true, spoil: func(t *testing.T, _, file string) { chown(t, file, 65534) }},
-		{name: "dir of another user", root: true, spoil: func(t *testing.T, dir, _ string) { chown(t, dir, 65534) }},
-		{name: "symlink", spoil: func(t *testing.T, dir, file string) {
-			other := filepath.Join(t.TempDir(), "planted")
-			os.WriteFile(other, []byte(key), 0o600)
-			os.Remove(file)
-			if err := os.Symlink(other, file); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.root {
-				requireRoot(t, "to give a cache to another user")
-			}
-			cache := filepath.Join(t.TempDir(), "cache")
-			if out, stderr, err := runAK(t, nil, "--server", f.srv.URL, "--cache-dir", cache, "alice"); err != nil || out != key {
-				t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
-			}
-			file := filepath.Join(cache, "alice.keys")
-			if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
-				t.Fatalf("cache file: %v, %v; want mode 0600", fi.Mode(), err)
-			}
-			tt.spoil(t, cache, file)
-			out, stderr, err := runAK(t, nil, "--server", dead, "--cache-dir", cache, "alice")
-			if out != "" || !errors.Is(err, errNoKeys) {
-				t.Fatalf("served an unsafe cache: out %q, err %v\n%s", out, err, stderr)
-			}
-			if !strings.Contains(stderr, "not using the cache") {
-				t.Fatalf("did not say why the cache was refused:\n%s", stderr)
-			}
-		})
-	}
-}
-
 func chmod(t *testing.T, path string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func chown(t *testing.T, path string, uid int) {
-	t.Helper()
-	if err := os.Lchown(path, uid, -1); err != nil {
 		t.Fatal(err)
 	}
 }

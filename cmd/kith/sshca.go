@@ -1,32 +1,27 @@
-// sshca.go: the clients of the SSH certificate authority. `kith ssh-cert`
-// gets a certificate for a key proven for an identity (signing the
-// server's statement with ssh-keygen -Y sign, as kith id does) and writes
-// it beside the key, where ssh finds it; `kith ssh-ca-key` prints the
-// CA's key for sshd's TrustedUserCAKeys; `kith krl` fetches the
-// revocation list for sshd's RevokedKeys, checks it and installs it
-// atomically, for a cron job.
+// sshca.go: the clients of a Kith server (kith id, known-hosts,
+// authorized-keys, ssh-cert, ssh-ca-key, krl, verify-log) share their
+// --server flag and its checks here; and the clients of the SSH
+// certificate authority: `kith ssh-cert` gets a certificate for a proven
+// key and writes it beside the key, where ssh finds it; `kith ssh-ca-key`
+// prints the CA's key for sshd's TrustedUserCAKeys; `kith krl` fetches
+// the revocation list for sshd's RevokedKeys, checks it and installs it
+// atomically, for a cron job. The work is package web/api/client's.
 
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/ssh"
-	"github.com/kith-keyserver/kith/web/api"
+	"github.com/kith-keyserver/kith/web/api/client"
 )
 
 // serverFlag registers --server (default $KITH_SERVER) on fs.
@@ -34,16 +29,17 @@ func serverFlag(fs *flag.FlagSet, env *environment) *string {
 	return fs.String("server", getenv(env, idServerEnv), "Kith server `URL` (env "+idServerEnv+")")
 }
 
-// newServerClient checks a --server value and returns a client for it.
-func newServerClient(env *environment, server string, timeout time.Duration) (*idClient, error) {
+// newServerClient checks a --server value and returns a client for it
+// whose requests take at most timeout (0: the client's default).
+func newServerClient(server string, timeout time.Duration) (*client.Client, error) {
 	if server == "" {
 		return nil, fmt.Errorf("%w: no server: give --server URL or set %s", errUsage, idServerEnv)
 	}
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	c, err := client.New(server, client.Options{Timeout: timeout, UserAgent: "kith/" + version})
+	if err != nil {
 		return nil, fmt.Errorf("%w: --server %q is not an http(s) URL", errUsage, server)
 	}
-	return &idClient{env: env, server: strings.TrimSuffix(server, "/"), http: &http.Client{Timeout: timeout}}, nil
+	return c, nil
 }
 
 // newToolFlags returns a client command's flag set (newFlagSetWith),
@@ -52,6 +48,45 @@ func newToolFlags(env *environment, name, synopsis, summary string) *flag.FlagSe
 	return newFlagSetWith(env, name, func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: kith %s\n\n%s\n\nFlags:\n", synopsis, summary)
 	})
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// the positional arguments, which it returns.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+// getenv reads a variable of the command's environment.
+func getenv(env *environment, name string) string {
+	for _, kv := range env.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// caKeys reads the CA keys to expect from file (lines as
+// TrustedUserCAKeys holds them); no file: the server's.
+func caKeys(ctx context.Context, c *client.Client, tools *client.Tools, file string) ([]gossh.PublicKey, error) {
+	if file == "" {
+		return c.CAKeys(ctx)
+	}
+	data, err := os.ReadFile(tools.ExpandHome(file))
+	if err != nil {
+		return nil, fmt.Errorf("--ca-key: %w", err)
+	}
+	return client.ParseCAKeys(data)
 }
 
 func runSSHCert(ctx context.Context, env *environment, args []string) error {
@@ -70,162 +105,42 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	if len(pos) != 1 || *keyFile == "" {
 		return misuse(env, "ssh-cert", "takes HANDLE and --ssh-key FILE")
 	}
-	c, err := newServerClient(env, *server, 30*time.Second)
+	c, err := newServerClient(*server, 0)
 	if err != nil {
 		return err
 	}
-	handle := pos[0]
-	s, err := c.sshSigner(ctx, *keyFile)
+	tools := &client.Tools{Env: env.environ}
+	s, err := tools.SSHKey(ctx, *keyFile)
 	if err != nil {
 		return err
 	}
-	stmt, err := c.challenge(ctx, string(identity.PurposeCertificate), handle, s.pub)
-	if err != nil {
-		return err
+	var req client.CertificateRequest // no CA keys: the server's, fetched after
+	if *caFile != "" {
+		if req.CAKeys, err = caKeys(ctx, c, tools, *caFile); err != nil {
+			return err
+		}
 	}
-	sig, err := c.sign(ctx, s, stmt)
-	if err != nil {
-		return err
-	}
-	req := api.CertificateRequest{Statement: stmt, Signature: sig}
 	if *validity != 0 {
 		req.Validity = validity.String()
 	}
-	if *principals != "" {
-		for _, p := range strings.Split(*principals, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				req.Principals = append(req.Principals, p)
-			}
+	for _, p := range strings.Split(*principals, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			req.Principals = append(req.Principals, p)
 		}
 	}
-	var resp api.CertificateResponse
-	if err := c.call(ctx, "get a certificate for "+s.id, http.MethodPost, "/api/v1/ssh/certificates", handle, req, &resp); err != nil {
-		return certHint(err, handle, *keyFile)
-	}
-	// Check what came back before writing it: a certificate for this
-	// key, signed by the CA this client expects.
-	ca, err := c.expectedCA(ctx, *caFile)
+	cert, err := c.Certificate(ctx, pos[0], s, req)
 	if err != nil {
 		return err
 	}
-	k, err := ssh.ParseAuthorizedKey([]byte(resp.Certificate))
-	if err != nil || k.Cert == nil {
-		return fmt.Errorf("the server's certificate does not parse: %v", err)
-	}
-	cert, err := ssh.ParseUserCertificate(k.Cert.Marshal())
-	if err != nil {
-		return fmt.Errorf("the server's certificate: %w", err)
-	}
-	mine, err := ssh.ParseAuthorizedKey([]byte(s.pub))
-	if err != nil {
+	out := client.CertificateFile(s.File)
+	if err := client.WriteAtomic(out, []byte(cert.Line+"\n"), 0o644); err != nil {
 		return err
 	}
-	if !ssh.SameKey(cert.Key, mine.Public) {
-		return fmt.Errorf("the server certified another key than %s", s.id)
-	}
-	if !caAmong(cert.SignatureKey, ca) {
-		return fmt.Errorf("the certificate is signed by %s, not by the CA expected", ssh.FingerprintOf(cert.SignatureKey))
-	}
-	out := strings.TrimSuffix(s.file, ".pub") + "-cert.pub"
-	if err := writeAtomic(out, []byte(resp.Certificate+"\n"), 0o644); err != nil {
-		return err
-	}
-	_, before := ssh.CertificateValidity(cert)
-	fmt.Fprintf(env.stdout, "wrote %s: principals %s, valid until %s, serial %d\n", out, strings.Join(cert.ValidPrincipals, ","),
-		before.Local().Format(time.RFC3339), cert.Serial)
-	fmt.Fprintf(env.stdout, "  published in the log: %s%s\n", c.server, resp.Log)
+	_, before := ssh.CertificateValidity(cert.Cert)
+	fmt.Fprintf(env.stdout, "wrote %s: principals %s, valid until %s, serial %d\n", out, strings.Join(cert.Cert.ValidPrincipals, ","),
+		before.Local().Format(time.RFC3339), cert.Cert.Serial)
+	fmt.Fprintf(env.stdout, "  published in the log: %s\n", cert.Log)
 	return nil
-}
-
-// certHint gives a refusal of a certificate request the hint that fits
-// it.
-func certHint(err error, handle, keyFile string) error {
-	var r *refusal
-	if !errors.As(err, &r) {
-		return err
-	}
-	switch identity.Code(r.code) {
-	case identity.CodeNotProven:
-		r.hint = fmt.Sprintf("only a key proven for %s gets a certificate: prove it with 'kith id add %s --ssh-key %s' ('kith id show %s' lists what is proven)", handle, handle, keyFile, handle)
-	case identity.CodePrincipalNotAllowed:
-		r.hint = "ask for the identity's own principals only, or leave --principals out"
-	case identity.CodeBadValidity:
-		r.hint = "ask for a shorter --validity, or leave it out for the server's default"
-	case identity.CodeCADisabled:
-		r.hint = "this server is not an SSH certificate authority (ssh_ca.enabled is off)"
-	case identity.CodeRateLimited:
-		r.hint = "use the certificate you got last, or wait an hour"
-	}
-	return r
-}
-
-// caAmong reports whether key is one of the CA keys.
-func caAmong(key gossh.PublicKey, cas []gossh.PublicKey) bool {
-	for _, ca := range cas {
-		if ssh.SameKey(key, ca) {
-			return true
-		}
-	}
-	return false
-}
-
-// expectedCA returns the CA keys to expect: those in file (lines as
-// TrustedUserCAKeys holds them), or else the server's.
-func (c *idClient) expectedCA(ctx context.Context, file string) ([]gossh.PublicKey, error) {
-	var data []byte
-	var err error
-	if file != "" {
-		if data, err = os.ReadFile(c.expandHome(file)); err != nil {
-			return nil, fmt.Errorf("--ca-key: %w", err)
-		}
-	} else if data, err = c.fetch(ctx, "/ssh/ca.pub", 64<<10); err != nil {
-		return nil, fmt.Errorf("fetch the CA key: %w", err)
-	}
-	keys, err := ssh.ParseAuthorizedKeys(data)
-	if err != nil {
-		return nil, fmt.Errorf("CA key: %w", err)
-	}
-	var out []gossh.PublicKey
-	for _, k := range keys {
-		if k.Cert == nil {
-			out = append(out, k.Public)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("CA key: no key in %q", clipText(string(data)))
-	}
-	return out, nil
-}
-
-func clipText(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
-
-// fetch GETs path and returns at most limit bytes of a 200 answer.
-func (c *idClient) fetch(ctx context.Context, path string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.server+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, clipText(strings.TrimSpace(string(body))))
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("GET %s: more than %d bytes", path, limit)
-	}
-	return body, nil
 }
 
 func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
@@ -239,20 +154,16 @@ func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
 	if len(pos) > 0 {
 		return misuse(env, "ssh-ca-key", "takes no arguments, got %q", pos)
 	}
-	c, err := newServerClient(env, *server, 30*time.Second)
+	c, err := newServerClient(*server, 0)
 	if err != nil {
 		return err
 	}
-	data, err := c.fetch(ctx, "/ssh/ca.pub", 64<<10)
+	line, err := c.CALine(ctx)
 	if err != nil {
 		return err
 	}
-	keys, err := ssh.ParseAuthorizedKeys(data)
-	if err != nil || len(keys) != 1 || keys[0].Cert != nil {
-		return fmt.Errorf("the server's CA key is not one key line: %q", clipText(string(data)))
-	}
-	env.stdout.Write(ssh.MarshalAuthorizedKey(keys[0]))
-	return nil
+	_, err = env.stdout.Write(line)
+	return err
 }
 
 func runKRL(ctx context.Context, env *environment, args []string) error {
@@ -270,80 +181,21 @@ func runKRL(ctx context.Context, env *environment, args []string) error {
 	if len(pos) > 0 || *out == "" {
 		return misuse(env, "krl", "takes --server URL and --out FILE")
 	}
-	c, err := newServerClient(env, *server, *timeout)
+	c, err := newServerClient(*server, *timeout)
 	if err != nil {
 		return err
 	}
-	cas, err := c.expectedCA(ctx, *caFile)
+	cas, err := caKeys(ctx, c, &client.Tools{Env: env.environ}, *caFile)
 	if err != nil {
 		return err
 	}
-	data, err := c.fetch(ctx, "/ssh/krl", ssh.MaxKRLSize)
+	krl, err := c.KRL(ctx, cas)
+	if err == nil {
+		err = krl.Install(*out)
+	}
 	if err != nil {
 		return err
 	}
-	krl, err := ssh.ParseKRL(data)
-	if err != nil {
-		return fmt.Errorf("the server's revocation list: %w", err)
-	}
-	var ca gossh.PublicKey
-	for _, k := range cas {
-		if krl.NamesCA(k.Marshal()) {
-			ca = k
-		}
-	}
-	if ca == nil {
-		return fmt.Errorf("the server's revocation list names none of the CA keys expected")
-	}
-	// Never go back to an older list (a replayed or stale answer).
-	if old, err := os.ReadFile(*out); err == nil {
-		if prev, err := ssh.ParseKRL(old); err == nil && prev.Version > krl.Version {
-			return fmt.Errorf("the server's list (version %d) is older than %s (version %d): kept %s", krl.Version, *out, prev.Version, *out)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", *out, err)
-	}
-	if err := writeAtomic(*out, data, 0o644); err != nil {
-		return err
-	}
-	n := 0
-	for _, s := range krl.Certificates {
-		if bytes.Equal(s.CA, ca.Marshal()) {
-			n += len(s.Serials)
-		}
-	}
-	fmt.Fprintf(env.stdout, "wrote %s: %d revoked certificates of CA %s (version %d)\n", *out, n, ssh.FingerprintOf(ca), krl.Version)
-	return nil
-}
-
-// writeAtomic replaces path by data: a temporary file beside it, synced,
-// then renamed over it, so that a reader sees the old file or the new
-// one, never part of one.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
+	fmt.Fprintf(env.stdout, "wrote %s: %d revoked certificates of CA %s (version %d)\n", *out, krl.Revoked(), ssh.FingerprintOf(krl.CA), krl.List.Version)
 	return nil
 }

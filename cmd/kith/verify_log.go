@@ -10,26 +10,20 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
+	"github.com/kith-keyserver/kith/web/api/client"
 )
 
 // errLogInvalid marks a log in which some record failed.
-var errLogInvalid = errors.New("evidence log does not verify")
-
-// logPageSize is how many records verify-log asks for at a time.
-const logPageSize = 1000
+var errLogInvalid = client.ErrLogInvalid
 
 func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSetWith(env, "verify-log", func(w io.Writer) {
@@ -106,18 +100,25 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		}
 		return verifyLogResult(env, &v, failed, revealed, "no checkpoint checked")
 	}
-	lc, err := newLogClient(ctx, *server, *timeout, *stateFile, *logKeyFlag, env.stdout)
+	c, err := newServerClient(*server, *timeout)
 	if err != nil {
 		return err
 	}
-	cp, err := lc.checkpoint(ctx)
+	lc, err := c.Monitor(ctx, *stateFile, *logKeyFlag)
 	if err != nil {
 		return err
 	}
-	if err := fetchLog(ctx, *server, *timeout, check); err != nil {
+	if lc.TrustedOnFirstUse {
+		fmt.Fprintf(env.stdout, "trusting the log key %s on first use\n", lc.Key())
+	}
+	cp, err := lc.Checkpoint(ctx)
+	if err != nil {
 		return err
 	}
-	if err := lc.checkTree(&tree, cp); err != nil {
+	if err := c.Log(ctx, check); err != nil {
+		return err
+	}
+	if err := lc.CheckTree(&tree, cp); err != nil {
 		fmt.Fprintf(env.stdout, "FAIL: %v\n", err)
 		return fmt.Errorf("%w: %w", errLogInvalid, err)
 	}
@@ -128,7 +129,7 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if err := verifyLogResult(env, &v, failed, revealed, summary); err != nil {
 		return err
 	}
-	return lc.save()
+	return lc.Save()
 }
 
 // verifyLogResult prints the verdict on the records. The records whose
@@ -169,52 +170,6 @@ func readArtifacts(name string) (map[int64][]identity.Artifact, error) {
 	return out, nil
 }
 
-// fetchLog pages through a server's log.
-func fetchLog(ctx context.Context, server string, timeout time.Duration, fn func(api.LogRecord)) error {
-	base, err := url.Parse(server)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
-		return fmt.Errorf("--server %q is not an http or https URL", server)
-	}
-	after := int64(0)
-	for {
-		u := fmt.Sprintf("%s/api/v1/log?after=%d&limit=%d", strings.TrimRight(server, "/"), after, logPageSize)
-		page, err := fetchLogPage(ctx, u, timeout)
-		if err != nil {
-			return err
-		}
-		for _, r := range page.Records {
-			fn(r)
-			after = r.Seq
-		}
-		if len(page.Records) == 0 || page.Next == "" {
-			return nil
-		}
-	}
-}
-
-func fetchLogPage(ctx context.Context, u string, timeout time.Duration) (*api.LogPage, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("fetch log: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("fetch log %s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var page api.LogPage
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
-		return nil, fmt.Errorf("fetch log %s: %w", u, err)
-	}
-	return &page, nil
-}
-
 // readLogFile reads concatenated log pages from a file.
 func readLogFile(name string, fn func(api.LogRecord)) error {
 	var r io.Reader = os.Stdin
@@ -226,18 +181,8 @@ func readLogFile(name string, fn func(api.LogRecord)) error {
 		defer f.Close()
 		r = f
 	}
-	dec := json.NewDecoder(r)
-	for {
-		var page api.LogPage
-		err := dec.Decode(&page)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read log %s: %w", name, err)
-		}
-		for _, rec := range page.Records {
-			fn(rec)
-		}
+	if err := client.ReadLog(r, fn); err != nil {
+		return fmt.Errorf("read log %s: %w", name, err)
 	}
+	return nil
 }

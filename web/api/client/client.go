@@ -64,7 +64,7 @@ var ErrBadServer = errors.New("not an http or https URL")
 func New(server string, opts Options) (*Client, error) {
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("server %q: %w", server, ErrBadServer)
+		return nil, fmt.Errorf("%q is %w", server, ErrBadServer)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

@@ -4,6 +4,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -112,6 +113,9 @@ func (c *Client) UploadKey(ctx context.Context, s Signer) error {
 	return nil
 }
 
+// ErrBadFactor marks an argument that names no factor at all.
+var ErrBadFactor = errors.New("not a factor")
+
 // Find returns the factor of doc that arg names: its value (SHA256:...
 // or an OpenPGP fingerprint), or an SSH key file whose key it is.
 func (t *Tools) Find(ctx context.Context, doc api.IdentityDoc, arg string) (api.FactorDoc, error) {
@@ -121,7 +125,7 @@ func (t *Tools) Find(ctx context.Context, doc api.IdentityDoc, arg string) (api.
 	} else if !strings.HasPrefix(want, "SHA256:") {
 		s, err := t.SSHKey(ctx, want)
 		if err != nil {
-			return api.FactorDoc{}, fmt.Errorf("%q is neither a SHA256:... fingerprint, an OpenPGP fingerprint nor a readable SSH key file (%v)", arg, err)
+			return api.FactorDoc{}, fmt.Errorf("%w: %q is neither a SHA256:... fingerprint, an OpenPGP fingerprint nor a readable SSH key file (%v)", ErrBadFactor, arg, err)
 		}
 		want = s.ID
 	}
