@@ -23,7 +23,7 @@ import (
 
 // apiServer is the identity API over a fresh store, in-process.
 type apiServer struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	store *postgres.Store
 	dbURL string
@@ -72,7 +72,7 @@ func testHostPolicy(t testing.TB) identity.HostPolicy {
 	return p
 }
 
-func newAPIServer(t *testing.T) *apiServer {
+func newAPIServer(t testing.TB) *apiServer {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithCancel(context.Background())
