@@ -7,7 +7,6 @@ package hkp
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"html/template"
@@ -93,9 +92,9 @@ func (h *Handler) htmlIndex(l *lookup, keys []identity.StoredKey, more bool, now
 		k := &keys[i]
 		fpr := strings.ToUpper(hex.EncodeToString(k.Fingerprint))
 		hk := htmlKey{
-			Algorithm:   algorithmName(k.Algorithm, k.Bits, k.Curve),
+			Algorithm:   pgp.GPGAlgorithmName(k.Algorithm, k.Bits, k.Curve),
 			KeyID:       fmt.Sprintf("%016X", k.KeyID),
-			Fingerprint: spacedFingerprint(fpr),
+			Fingerprint: pgp.GroupFingerprint(fpr),
 			Created:     day(k.Created),
 			Expires:     day(k.Expires),
 			Flags:       flagWords(k.Revoked, k.Expires, now),
@@ -155,9 +154,9 @@ func (h *Handler) verbose(hk *htmlKey, k *identity.StoredKey, now time.Time) {
 			hs := htmlSubkey{Algorithm: "unknown", KeyID: "?"}
 			if ok {
 				hs = htmlSubkey{
-					Algorithm:   algorithmName(int(s.Algorithm), s.Bits, s.Curve),
+					Algorithm:   pgp.GPGAlgorithmName(int(s.Algorithm), s.Bits, s.Curve),
 					KeyID:       fmt.Sprintf("%016X", s.KeyID),
-					Fingerprint: spacedFingerprint(strings.ToUpper(hex.EncodeToString(s.Fingerprint))),
+					Fingerprint: pgp.GroupFingerprint(strings.ToUpper(hex.EncodeToString(s.Fingerprint))),
 					Created:     day(s.Created),
 					Expires:     day(s.Expires),
 					Usage:       s.Capabilities.String(),
@@ -177,110 +176,21 @@ func (h *Handler) verbose(hk *htmlKey, k *identity.StoredKey, now time.Time) {
 // describeSignature summarises a signature packet body: type, issuer key
 // ID (or "self") and creation day.
 func describeSignature(body []byte, self uint64) string {
-	si, ok := readSigSummary(body)
-	if !ok {
+	s, err := pgp.ReadSignature(body)
+	if err != nil {
 		return "(unreadable signature)"
 	}
 	issuer := "unknown issuer"
 	switch {
-	case si.hasIssuer && si.issuer == self:
+	case s.Issuer != 0 && s.Issuer == self:
 		issuer = "self"
-	case si.hasIssuer:
-		issuer = fmt.Sprintf("%016X", si.issuer)
+	case s.Issuer != 0:
+		issuer = fmt.Sprintf("%016X", s.Issuer)
 	}
-	return fmt.Sprintf("%-13s %-16s %s", sigTypeName(si.sigType), issuer, day(si.created))
+	return fmt.Sprintf("%-13s %-16s %s", sigTypeName(s.Type), issuer, day(s.Created))
 }
 
-type sigSummary struct {
-	sigType   byte
-	created   time.Time
-	issuer    uint64
-	hasIssuer bool
-}
-
-// readSigSummary reads a v3, v4 or v6 signature body's type, creation
-// time and issuer (RFC 9580 section 5.2).
-func readSigSummary(b []byte) (sigSummary, bool) {
-	var s sigSummary
-	if len(b) < 1 {
-		return s, false
-	}
-	switch b[0] {
-	case 2, 3:
-		if len(b) < 15 || b[1] != 5 {
-			return s, false
-		}
-		s.sigType = b[2]
-		s.created = time.Unix(int64(binary.BigEndian.Uint32(b[3:7])), 0).UTC()
-		s.issuer, s.hasIssuer = binary.BigEndian.Uint64(b[7:15]), true
-		return s, true
-	case 4, 6:
-		lenSize := 2
-		if b[0] == 6 {
-			lenSize = 4
-		}
-		if len(b) < 4+lenSize {
-			return s, false
-		}
-		s.sigType = b[1]
-		rest := b[4:]
-		for area := 0; area < 2; area++ {
-			if len(rest) < lenSize {
-				return s, false
-			}
-			var n int
-			if lenSize == 2 {
-				n = int(binary.BigEndian.Uint16(rest))
-			} else {
-				n = int(binary.BigEndian.Uint32(rest))
-			}
-			rest = rest[lenSize:]
-			if n < 0 || n > len(rest) {
-				return s, false
-			}
-			s.scanSubpackets(rest[:n], area == 0)
-			rest = rest[n:]
-		}
-		return s, true
-	}
-	return s, false
-}
-
-func (s *sigSummary) scanSubpackets(b []byte, hashed bool) {
-	for len(b) > 0 {
-		var n, h int
-		switch {
-		case b[0] < 192:
-			n, h = int(b[0]), 1
-		case b[0] < 255:
-			if len(b) < 2 {
-				return
-			}
-			n, h = (int(b[0])-192)<<8+int(b[1])+192, 2
-		default:
-			if len(b) < 5 {
-				return
-			}
-			n, h = int(binary.BigEndian.Uint32(b[1:5])), 5
-		}
-		if n < 1 || h+n > len(b) || h+n < 0 {
-			return
-		}
-		typ, data := b[h]&0x7f, b[h+1:h+n]
-		switch {
-		case typ == 2 && hashed && len(data) == 4:
-			s.created = time.Unix(int64(binary.BigEndian.Uint32(data)), 0).UTC()
-		case typ == 16 && len(data) == 8 && !s.hasIssuer:
-			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data), true
-		case typ == 33 && len(data) == 21 && data[0] == 4:
-			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data[13:]), true
-		case typ == 33 && len(data) == 33 && data[0] == 6:
-			s.issuer, s.hasIssuer = binary.BigEndian.Uint64(data[1:9]), true
-		}
-		b = b[h+n:]
-	}
-}
-
+// sigTypeName names a signature type in a vindex listing.
 func sigTypeName(t byte) string {
 	switch t {
 	case 0x10:
@@ -305,54 +215,6 @@ func sigTypeName(t byte) string {
 		return "certrevok"
 	}
 	return fmt.Sprintf("type 0x%02x", t)
-}
-
-// algorithmName names a key's algorithm and size as gpg prints it
-// (rsa4096, ed25519, dsa1024, …).
-func algorithmName(algo, bits int, curve string) string {
-	if curve != "" {
-		return curve
-	}
-	var name string
-	switch algo {
-	case 1, 2, 3:
-		name = "rsa"
-	case 16, 20:
-		name = "elg"
-	case 17:
-		name = "dsa"
-	case 18:
-		name = "ecdh"
-	case 19:
-		name = "ecdsa"
-	case 22:
-		name = "eddsa"
-	case 25:
-		return "x25519"
-	case 26:
-		return "x448"
-	case 27:
-		return "ed25519"
-	case 28:
-		return "ed448"
-	default:
-		name = fmt.Sprintf("algo%d-", algo)
-	}
-	if bits > 0 {
-		return fmt.Sprintf("%s%d", name, bits)
-	}
-	return name
-}
-
-func spacedFingerprint(h string) string {
-	var b strings.Builder
-	for i := 0; i < len(h); i += 4 {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(h[i:min(i+4, len(h))])
-	}
-	return b.String()
 }
 
 func day(t time.Time) string {

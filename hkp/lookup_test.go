@@ -305,7 +305,7 @@ func TestVIndexListsSubkeysAndSignatures(t *testing.T) {
 		"<strong>sub</strong>  cv25519/",
 		"sig3          self",
 		"sbind         self",
-		"Fingerprint=" + spacedFingerprint(fpHex(e)),
+		"Fingerprint=" + pgp.GroupFingerprint(fpHex(e)),
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("vindex lacks %q:\n%s", want, r.body)

@@ -15,7 +15,10 @@
 //   - the facts indexes are built from: Key.Describe;
 //   - verification of signatures a key made over data: VerifyDetached,
 //     VerifyCleartext;
-//   - a parallel bulk pipeline: Policy.ProcessParallel.
+//   - a parallel bulk pipeline: Policy.ProcessParallel;
+//   - how keys are shown to people, the same in every frontend:
+//     GroupFingerprint, AlgorithmName, GPGAlgorithmName, and what a
+//     signature packet says of itself: ReadSignature.
 //
 // It does not own: storage (identity/postgres), HKP index formatting and
 // escaping (hkp), SSH key conversion (ssh, from Subkey.PublicKey), the recon

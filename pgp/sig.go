@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
@@ -196,6 +197,53 @@ func (s *sigInfo) claimsIssuer(km *keyMaterial) bool {
 
 // hasIssuerInfo reports whether the signature names any issuer at all.
 func (s *sigInfo) hasIssuerInfo() bool { return s.hasIssuer || s.issuerFpr != nil }
+
+// claimedIssuer returns the key ID of the key the signature claims as its
+// issuer the way claimsIssuer matches it: the one its issuer fingerprint
+// implies when it has one, else its issuer key ID, else 0.
+func (s *sigInfo) claimedIssuer() uint64 {
+	if len(s.issuerFpr) >= 8 {
+		return keyIDOfFingerprint(s.issuerFpr)
+	}
+	if s.hasIssuer {
+		return s.issuer
+	}
+	return 0
+}
+
+// SignatureSummary is what a signature packet says about itself, read
+// without verifying it: enough to list a key's signatures (HKP's vindex).
+type SignatureSummary struct {
+	// Version is the signature packet version (3, 4 or 6).
+	Version int
+	// Type is the signature type (RFC 9580 section 5.2.1), e.g. 0x13 for
+	// a positive certification or 0x18 for a subkey binding.
+	Type uint8
+	// Created is the signature's creation time (the v3 field or the
+	// hashed creation time subpacket); zero when it carries none.
+	Created time.Time
+	// Issuer is the key ID of the key the signature names as its issuer:
+	// the one its issuer fingerprint subpacket implies when it has one
+	// (the subpacket RFC 9580 prefers, and the one the policy matches
+	// self-signatures by), else its issuer key ID; 0 when it names none.
+	Issuer uint64
+}
+
+// ReadSignature reads a signature packet body's version, type, creation
+// time and issuer. It verifies nothing: the issuer is only claimed. It
+// fails, wrapping ErrMalformedSignature, on a body that is not a
+// structurally valid v3, v4, v5 or v6 signature.
+func ReadSignature(body []byte) (SignatureSummary, error) {
+	info, err := parseSigInfo(body)
+	if err != nil {
+		return SignatureSummary{}, fmt.Errorf("pgp: read signature: %w", err)
+	}
+	s := SignatureSummary{Version: info.version, Type: info.sigType, Issuer: info.claimedIssuer()}
+	if info.created != 0 {
+		s.Created = time.Unix(info.created, 0).UTC()
+	}
+	return s, nil
+}
 
 // goCryptoSignature parses a v4/v6 signature body with go-crypto.
 func goCryptoSignature(body []byte) (*packet.Signature, error) {

@@ -100,23 +100,6 @@ type subkeyView struct {
 	Status       string
 }
 
-// algorithmName names a public-key algorithm with its size or curve.
-func algorithmName(algo int, bits int, curve string) string {
-	names := map[int]string{1: "RSA", 2: "RSA", 3: "RSA", 16: "ElGamal", 17: "DSA", 18: "ECDH", 19: "ECDSA", 22: "EdDSA",
-		25: "X25519", 26: "X448", 27: "Ed25519", 28: "Ed448"}
-	n, ok := names[algo]
-	if !ok {
-		n = fmt.Sprintf("algorithm %d", algo)
-	}
-	switch {
-	case curve != "" && algo != 25 && algo != 26 && algo != 27 && algo != 28:
-		return n + " " + curve
-	case bits > 0 && curve == "":
-		return fmt.Sprintf("%s %d", n, bits)
-	}
-	return n
-}
-
 func date(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -139,18 +122,6 @@ func capabilityNames(c pgp.Capabilities) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
-}
-
-// groupHex writes a fingerprint in groups of four, as gpg does.
-func groupHex(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i += 4 {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(s[i:min(i+4, len(s))])
-	}
-	return b.String()
 }
 
 // hkpURL is the keyserver URL gpg takes for a server URL: hkp:// for
@@ -229,7 +200,7 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 	for _, k := range keys {
 		s := keySummary{
 			Fingerprint: strings.ToUpper(hex.EncodeToString(k.Fingerprint)),
-			Algorithm:   algorithmName(k.Algorithm, k.Bits, k.Curve),
+			Algorithm:   pgp.AlgorithmName(k.Algorithm, k.Bits, k.Curve),
 			Created:     date(k.Created), Revoked: k.Revoked,
 			Expired: !k.Expires.IsZero() && !k.Expires.After(now),
 		}
@@ -285,7 +256,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sk == nil {
-		h.fail(w, r, http.StatusNotFound, "No such key", "This server holds no key with the fingerprint "+groupHex(f.Value)+".")
+		h.fail(w, r, http.StatusNotFound, "No such key", "This server holds no key with the fingerprint "+pgp.GroupFingerprint(f.Value)+".")
 		return
 	}
 	v, err := h.keyView(ctx, sk)
@@ -307,8 +278,8 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 	now := h.now()
 	fpHex := strings.ToUpper(hex.EncodeToString(sk.Fingerprint))
 	v := keyView{
-		Fingerprint: fpHex, Grouped: groupHex(fpHex), KeyID: fmt.Sprintf("%016X", d.KeyID),
-		Algorithm: algorithmName(int(d.Algorithm), d.Bits, d.Curve),
+		Fingerprint: fpHex, Grouped: pgp.GroupFingerprint(fpHex), KeyID: fmt.Sprintf("%016X", d.KeyID),
+		Algorithm: pgp.AlgorithmName(int(d.Algorithm), d.Bits, d.Curve),
 		Created:   date(d.Created), Expires: date(d.Expires), Revoked: d.Revoked,
 		Expired:      !d.Expires.IsZero() && !d.Expires.After(now),
 		Capabilities: capabilityNames(d.Capabilities),
@@ -359,7 +330,7 @@ func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView,
 	})
 	for _, s := range d.Subkeys {
 		sv := subkeyView{
-			Fingerprint: strings.ToUpper(hex.EncodeToString(s.Fingerprint)), Algorithm: algorithmName(int(s.Algorithm), s.Bits, s.Curve),
+			Fingerprint: strings.ToUpper(hex.EncodeToString(s.Fingerprint)), Algorithm: pgp.AlgorithmName(int(s.Algorithm), s.Bits, s.Curve),
 			Capabilities: capabilityNames(s.Capabilities), Created: date(s.Created), Expires: date(s.Expires), Status: "valid",
 		}
 		switch {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
 )
 
 // picture is the laid-out SVG.
@@ -75,7 +76,7 @@ func shortValue(f factorView) string {
 	switch identity.FactorKind(f.Kind) {
 	case identity.KindPGP:
 		if len(v) >= 16 {
-			return groupHex(v[len(v)-16:])
+			return pgp.GroupFingerprint(v[len(v)-16:])
 		}
 	case identity.KindSSH:
 		if len(v) > 19 {

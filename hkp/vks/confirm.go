@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
 )
 
 var confirmPage = template.Must(template.New("confirm").Parse(`<!doctype html>
@@ -46,7 +47,7 @@ func (h *Handler) serveConfirmPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writePage(w, http.StatusOK, page{Title: "Confirm your address",
-		Text: "Confirm what the mail asked for, for the OpenPGP key " + groupHex(key.Value) + ".", Form: true})
+		Text: "Confirm what the mail asked for, for the OpenPGP key " + pgp.GroupFingerprint(key.Value) + ".", Form: true})
 }
 
 // serveConfirm follows the link.
@@ -80,9 +81,9 @@ func (h *Handler) serveConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.Info("vks: mailed link followed", "action", string(c.Action), "fingerprint", c.Key.Value, "seq", c.Seq)
-	text := c.Email.Value + " is now published for the OpenPGP key " + groupHex(c.Key.Value) + "."
+	text := c.Email.Value + " is now published for the OpenPGP key " + pgp.GroupFingerprint(c.Key.Value) + "."
 	if c.Action == identity.EmailWithdraw {
-		text = c.Email.Value + " is no longer published for the OpenPGP key " + groupHex(c.Key.Value) + "."
+		text = c.Email.Value + " is no longer published for the OpenPGP key " + pgp.GroupFingerprint(c.Key.Value) + "."
 	}
 	writePage(w, http.StatusOK, page{Title: "Done", Text: text})
 }

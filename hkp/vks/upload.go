@@ -272,7 +272,7 @@ func (h *Handler) sender(action identity.EmailAction, key identity.Factor, addr 
 // following the link does and what ignoring it does, and nothing about
 // other keys or addresses.
 func composeMail(server string, action identity.EmailAction, key identity.Factor, addr, link string) mail.Message {
-	fp := groupHex(key.Value)
+	fp := pgp.GroupFingerprint(key.Value)
 	if action == identity.EmailWithdraw {
 		return mail.Message{To: addr, Subject: "Withdraw " + addr + " from an OpenPGP key",
 			Body: "Someone asked " + server + " to stop publishing the OpenPGP key\n\n    " + fp +
@@ -288,18 +288,6 @@ func composeMail(server string, action identity.EmailAction, key identity.Factor
 }
 
 func hours(d interface{ Hours() float64 }) string { return fmt.Sprintf("%.0f hours", d.Hours()) }
-
-// groupHex writes a fingerprint in groups of four.
-func groupHex(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i += 4 {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(s[i:min(i+4, len(s))])
-	}
-	return b.String()
-}
 
 // readJSON decodes the request's JSON body into v, answering 400 or 413
 // itself when it cannot.
