@@ -27,7 +27,7 @@ var (
 	ErrNoKey = errors.New("no key")
 	// ErrBadOptions means the options before the key are malformed or unknown to sshd.
 	ErrBadOptions = errors.New("bad authorized_keys options")
-	// ErrTooLarge means the input is over MaxLineSize (or MaxSSHSIGSize for signatures).
+	// ErrTooLarge means the input is over MaxLineSize (or MaxSignatureSize for signatures).
 	ErrTooLarge = errors.New("input too large")
 	// ErrNotPublicKeyFile means a public key file holds more than one key, or options.
 	ErrNotPublicKeyFile = errors.New("not a public key file")

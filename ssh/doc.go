@@ -10,8 +10,8 @@
 //   - rendering authorized_keys lines and whole documents for serving
 //     ([MarshalAuthorizedKey], [MarshalAuthorizedKeys], [SanitizeComment]);
 //   - verifying SSHSIG signatures, the format `ssh-keygen -Y sign` writes, which is how a
-//     person proves possession of an SSH key ([VerifySSHSIG], [VerifySSHSIGBy],
-//     [ParseSSHSIG]);
+//     person proves possession of an SSH key ([VerifySignature], [VerifySignatureBy],
+//     [ParseSignature]);
 //   - turning an OpenPGP authentication (sub)key into the SSH key gpg derives from it
 //     ([FromOpenPGP], [OpenPGPComment]);
 //   - the certificate authority's primitives: an Ed25519 CA key from a seed, signing
@@ -36,7 +36,7 @@
 // OpenSSH's compiled-out XMSS) are refused with [ErrUnknownKeyType].
 //
 // Limits. An authorized_keys line is at most [MaxLineSize] bytes and an armored SSHSIG at
-// most [MaxSSHSIGSize] bytes; both are far above anything OpenSSH writes (a 16384-bit RSA
+// most [MaxSignatureSize] bytes; both are far above anything OpenSSH writes (a 16384-bit RSA
 // key, OpenSSH's maximum, is under 3 KiB in base64) and bound the work a hostile upload
 // can cause.
 //

@@ -27,7 +27,7 @@ func FuzzParseSSHSIG(f *testing.F) {
 		f.Add(s, challenge)
 	}
 	f.Fuzz(func(t *testing.T, armored, message []byte) {
-		s, err := ParseSSHSIG(armored)
+		s, err := ParseSignature(armored)
 		if err != nil {
 			if s != nil {
 				t.Fatal("non-nil result with an error")
@@ -39,9 +39,9 @@ func FuzzParseSSHSIG(f *testing.F) {
 		}
 		_ = FingerprintLine(NewKey(s.PublicKey, ""))
 		if err := s.Verify(message, Namespace); err == nil {
-			pub, err := VerifySSHSIG(armored, message, Namespace)
+			pub, err := VerifySignature(armored, message, Namespace)
 			if err != nil || !bytes.Equal(pub.Marshal(), s.PublicKey.Marshal()) {
-				t.Fatalf("Verify accepted but VerifySSHSIG: %v", err)
+				t.Fatalf("Verify accepted but VerifySignature: %v", err)
 			}
 		}
 	})

@@ -42,9 +42,9 @@ import (
 // purpose (git commits, files) from being replayed for another.
 const Namespace = "kith"
 
-// MaxSSHSIGSize is the largest armored SSHSIG accepted: 64 KiB. A signature by a
+// MaxSignatureSize is the largest armored SSHSIG accepted: 64 KiB. A signature by a
 // 16384-bit RSA key, OpenSSH's largest, is about 6 KiB armored.
-const MaxSSHSIGSize = 64 << 10
+const MaxSignatureSize = 64 << 10
 
 // Errors about SSHSIG signatures, each with its own reason, so a caller can tell the
 // signer what went wrong. They are wrapped with context; test with errors.Is.
@@ -81,9 +81,10 @@ const (
 	armorEnd      = "-----END SSH SIGNATURE-----"
 )
 
-// SSHSIG is a parsed SSH signature. Parsing checks its structure only; Verify checks
-// the namespace, algorithms and signature.
-type SSHSIG struct {
+// Signature is a parsed SSHSIG, an SSH signature as `ssh-keygen -Y sign` writes it.
+// Parsing checks its structure only; Verify checks the namespace, algorithms and
+// signature.
+type Signature struct {
 	// PublicKey is the key the signature names (a plain key or a certificate).
 	PublicKey ssh.PublicKey
 	// Namespace is the namespace it was made for, e.g. "kith" or "git".
@@ -132,18 +133,18 @@ type skFields struct {
 // skFlagUserPresent is the authenticator's "user present" flag.
 const skFlagUserPresent = 0x01
 
-// ParseSSHSIG parses an armored SSH signature, as `ssh-keygen -Y sign` writes it. It
+// ParseSignature parses an armored SSH signature, as `ssh-keygen -Y sign` writes it. It
 // checks the structure only (armor, magic, version, that the key and signature
-// decode); use Verify, VerifySSHSIG or VerifySSHSIGBy to check the signature.
-func ParseSSHSIG(armored []byte) (*SSHSIG, error) {
-	if len(armored) > MaxSSHSIGSize {
-		return nil, fmt.Errorf("ssh: parse SSH signature: %w: %d bytes, limit %d", ErrTooLarge, len(armored), MaxSSHSIGSize)
+// decode); use Verify, VerifySignature or VerifySignatureBy to check the signature.
+func ParseSignature(armored []byte) (*Signature, error) {
+	if len(armored) > MaxSignatureSize {
+		return nil, fmt.Errorf("ssh: parse SSH signature: %w: %d bytes, limit %d", ErrTooLarge, len(armored), MaxSignatureSize)
 	}
 	blob, err := dearmor(armored)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: parse SSH signature: %w", err)
 	}
-	sig, err := parseSSHSIGBlob(blob)
+	sig, err := parseSignatureBlob(blob)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: parse SSH signature: %w", err)
 	}
@@ -184,8 +185,8 @@ func dearmor(in []byte) ([]byte, error) {
 	return blob[:n], nil
 }
 
-// parseSSHSIGBlob parses the decoded blob.
-func parseSSHSIGBlob(blob []byte) (*SSHSIG, error) {
+// parseSignatureBlob parses the decoded blob.
+func parseSignatureBlob(blob []byte) (*Signature, error) {
 	rest, ok := bytes.CutPrefix(blob, []byte(sshsigMagic))
 	if !ok {
 		return nil, fmt.Errorf("%w: no %q magic", ErrMalformedSignature, sshsigMagic)
@@ -209,7 +210,7 @@ func parseSSHSIGBlob(blob []byte) (*SSHSIG, error) {
 	if err := ssh.Unmarshal(w.Signature, &sw); err != nil {
 		return nil, fmt.Errorf("%w: signature: %v", ErrMalformedSignature, err)
 	}
-	s := &SSHSIG{
+	s := &Signature{
 		PublicKey:     pub,
 		Namespace:     w.Namespace,
 		Reserved:      w.Reserved,
@@ -241,9 +242,9 @@ func isSKType(t string) bool {
 // key; a key made with -O no-touch-required cannot prove possession.
 //
 // It does not say whether s.PublicKey is the key you expected: compare it, or use
-// VerifySSHSIGBy. For a certificate it checks the signature of the certified key only,
+// VerifySignatureBy. For a certificate it checks the signature of the certified key only,
 // not the certificate's CA, validity or principals.
-func (s *SSHSIG) Verify(message []byte, namespace string) error {
+func (s *Signature) Verify(message []byte, namespace string) error {
 	if s == nil || s.PublicKey == nil || s.Signature == nil {
 		return fmt.Errorf("ssh: verify SSH signature: %w: incomplete", ErrMalformedSignature)
 	}
@@ -282,11 +283,11 @@ func (s *SSHSIG) Verify(message []byte, namespace string) error {
 	return nil
 }
 
-// VerifySSHSIG parses an armored SSH signature and verifies it over message for
+// VerifySignature parses an armored SSH signature and verifies it over message for
 // namespace (Kith's challenges use Namespace). It returns the key that made it; the
-// caller must check that this is the key it expected (or use VerifySSHSIGBy).
-func VerifySSHSIG(armored, message []byte, namespace string) (ssh.PublicKey, error) {
-	s, err := ParseSSHSIG(armored)
+// caller must check that this is the key it expected (or use VerifySignatureBy).
+func VerifySignature(armored, message []byte, namespace string) (ssh.PublicKey, error) {
+	s, err := ParseSignature(armored)
 	if err != nil {
 		return nil, err
 	}
@@ -296,15 +297,15 @@ func VerifySSHSIG(armored, message []byte, namespace string) (ssh.PublicKey, err
 	return s.PublicKey, nil
 }
 
-// VerifySSHSIGBy is VerifySSHSIG for a signature that must be by want: a valid
+// VerifySignatureBy is VerifySignature for a signature that must be by want: a valid
 // signature by any other key gives ErrWrongKey. Keys match when their wire forms are
 // equal, so a signature made with a certificate matches the certificate, not its
 // plain key.
-func VerifySSHSIGBy(armored, message []byte, namespace string, want ssh.PublicKey) error {
+func VerifySignatureBy(armored, message []byte, namespace string, want ssh.PublicKey) error {
 	if want == nil {
 		return fmt.Errorf("ssh: verify SSH signature: %w: no expected key", ErrWrongKey)
 	}
-	got, err := VerifySSHSIG(armored, message, namespace)
+	got, err := VerifySignature(armored, message, namespace)
 	if err != nil {
 		return err
 	}

@@ -23,20 +23,20 @@ func TestVerifySSHSIGAcceptsKeygenSignatures(t *testing.T) {
 		for _, hashAlg := range []string{"sha512", "sha256"} {
 			t.Run(kt.name+"/"+hashAlg, func(t *testing.T) {
 				armored := keygenSign(t, key, Namespace, challenge, "-O", "hashalg="+hashAlg)
-				got, err := VerifySSHSIG(armored, challenge, Namespace)
+				got, err := VerifySignature(armored, challenge, Namespace)
 				if err != nil {
-					t.Fatalf("VerifySSHSIG: %v\n%s", err, armored)
+					t.Fatalf("VerifySignature: %v\n%s", err, armored)
 				}
 				if !bytes.Equal(got.Marshal(), want.Marshal()) {
 					t.Errorf("returned key %s, want %s", FingerprintOf(got), FingerprintOf(want))
 				}
-				if err := VerifySSHSIGBy(armored, challenge, Namespace, want); err != nil {
-					t.Errorf("VerifySSHSIGBy: %v", err)
+				if err := VerifySignatureBy(armored, challenge, Namespace, want); err != nil {
+					t.Errorf("VerifySignatureBy: %v", err)
 				}
 				if err := keygenCheck(t, armored, challenge, Namespace); err != nil {
 					t.Errorf("ssh-keygen -Y check-novalidate refuses what we accept: %v", err)
 				}
-				s, err := ParseSSHSIG(armored)
+				s, err := ParseSignature(armored)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func TestVerifySSHSIGAcceptsKeygenSignatures(t *testing.T) {
 	}
 }
 
-// TestVerifySSHSIGAgreesWithKeygen checks each case both with VerifySSHSIG and with
+// TestVerifySSHSIGAgreesWithKeygen checks each case both with VerifySignature and with
 // ssh-keygen -Y check-novalidate: what one accepts the other accepts.
 func TestVerifySSHSIGAgreesWithKeygen(t *testing.T) {
 	dir := t.TempDir()
@@ -87,14 +87,14 @@ func TestVerifySSHSIGAgreesWithKeygen(t *testing.T) {
 	}()
 
 	swapKey := func(armored []byte, other ssh.PublicKey) []byte {
-		s, err := ParseSSHSIG(armored)
+		s, err := ParseSignature(armored)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return buildSSHSIG(t, sshsigSpec{pub: other, hashAlg: s.HashAlgorithm, sign: func([]byte) *ssh.Signature { return s.Signature }}, challenge)
 	}
 	flipSigBit := func(armored []byte) []byte {
-		s, err := ParseSSHSIG(armored)
+		s, err := ParseSignature(armored)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,9 +152,9 @@ func TestVerifySSHSIGAgreesWithKeygen(t *testing.T) {
 			if ns == "" {
 				ns = Namespace
 			}
-			_, err := VerifySSHSIG(c.armored, msg, ns)
+			_, err := VerifySignature(c.armored, msg, ns)
 			if !errors.Is(err, c.wantErr) || (c.wantErr == nil) != (err == nil) {
-				t.Fatalf("VerifySSHSIG: %v, want %v", err, c.wantErr)
+				t.Fatalf("VerifySignature: %v, want %v", err, c.wantErr)
 			}
 			keygenErr := keygenCheck(t, c.armored, msg, ns)
 			if agree := (err == nil) == (keygenErr == nil); agree == c.keygenDiffers {
@@ -168,7 +168,7 @@ func TestVerifySSHSIGRefusesTamperedMessage(t *testing.T) {
 	spec := signerSpec(t, newEd25519Signer(t), "")
 	armored := buildSSHSIG(t, spec, challenge)
 	tampered := bytes.Replace(challenge, []byte("alice"), []byte("alicf"), 1)
-	if _, err := VerifySSHSIG(armored, tampered, Namespace); !errors.Is(err, ErrBadSignature) {
+	if _, err := VerifySignature(armored, tampered, Namespace); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("got %v, want ErrBadSignature", err)
 	}
 }
@@ -177,14 +177,14 @@ func TestVerifySSHSIGRefusesWrongNamespace(t *testing.T) {
 	spec := signerSpec(t, newEd25519Signer(t), "")
 	spec.namespace = "git"
 	armored := buildSSHSIG(t, spec, challenge)
-	_, err := VerifySSHSIG(armored, challenge, Namespace)
+	_, err := VerifySignature(armored, challenge, Namespace)
 	if !errors.Is(err, ErrWrongNamespace) {
 		t.Fatalf("got %v, want ErrWrongNamespace", err)
 	}
 	if !strings.Contains(err.Error(), `"git"`) {
 		t.Errorf("error %q does not name the signed namespace", err)
 	}
-	if _, err := VerifySSHSIG(armored, challenge, ""); !errors.Is(err, ErrWrongNamespace) {
+	if _, err := VerifySignature(armored, challenge, ""); !errors.Is(err, ErrWrongNamespace) {
 		t.Errorf("empty expected namespace: got %v, want ErrWrongNamespace", err)
 	}
 }
@@ -192,13 +192,13 @@ func TestVerifySSHSIGRefusesWrongNamespace(t *testing.T) {
 func TestVerifySSHSIGByRefusesOtherKey(t *testing.T) {
 	signer, other := newEd25519Signer(t), newEd25519Signer(t)
 	armored := buildSSHSIG(t, signerSpec(t, signer, ""), challenge)
-	if err := VerifySSHSIGBy(armored, challenge, Namespace, signer.PublicKey()); err != nil {
+	if err := VerifySignatureBy(armored, challenge, Namespace, signer.PublicKey()); err != nil {
 		t.Fatalf("by the signer: %v", err)
 	}
-	if err := VerifySSHSIGBy(armored, challenge, Namespace, other.PublicKey()); !errors.Is(err, ErrWrongKey) {
+	if err := VerifySignatureBy(armored, challenge, Namespace, other.PublicKey()); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("by another key: got %v, want ErrWrongKey", err)
 	}
-	if err := VerifySSHSIGBy(armored, challenge, Namespace, nil); !errors.Is(err, ErrWrongKey) {
+	if err := VerifySignatureBy(armored, challenge, Namespace, nil); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("no expected key: got %v, want ErrWrongKey", err)
 	}
 }
@@ -235,11 +235,11 @@ func TestVerifySSHSIGRefusesMalformedInput(t *testing.T) {
 		{"trailing bytes in blob", armorSSHSIG(append(bytes.Clone(blob), 0, 0, 0, 0)), ErrMalformedSignature},
 		{"wrong magic", buildSSHSIG(t, badMagic, challenge), ErrMalformedSignature},
 		{"version 2", buildSSHSIG(t, v2, challenge), ErrUnsupportedVersion},
-		{"too large", append([]byte(armorBegin+"\n"), bytes.Repeat([]byte("A"), MaxSSHSIGSize)...), ErrTooLarge},
+		{"too large", append([]byte(armorBegin+"\n"), bytes.Repeat([]byte("A"), MaxSignatureSize)...), ErrTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := VerifySSHSIG(c.in, challenge, Namespace)
+			_, err := VerifySignature(c.in, challenge, Namespace)
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("got %v, want %v", err, c.wantErr)
 			}
@@ -250,14 +250,14 @@ func TestVerifySSHSIGRefusesMalformedInput(t *testing.T) {
 func TestVerifySSHSIGRefusesDSA(t *testing.T) {
 	key := keygenDSA(t, t.TempDir())
 	armored := keygenSign(t, key, Namespace, challenge)
-	s, err := ParseSSHSIG(armored)
+	s, err := ParseSignature(armored)
 	if err != nil {
 		t.Fatalf("a DSA signature should parse: %v", err)
 	}
 	if s.PublicKey.Type() != "ssh-dss" {
 		t.Fatalf("key type %s", s.PublicKey.Type())
 	}
-	if _, err := VerifySSHSIG(armored, challenge, Namespace); !errors.Is(err, ErrUnsupportedKeyType) {
+	if _, err := VerifySignature(armored, challenge, Namespace); !errors.Is(err, ErrUnsupportedKeyType) {
 		t.Fatalf("got %v, want ErrUnsupportedKeyType", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestVerifySSHSIGRefusesDSA(t *testing.T) {
 func TestVerifySSHSIGReportsSecurityKeyFlags(t *testing.T) {
 	for _, spec := range []sshsigSpec{skEd25519Spec(t, 0x05, 42), skECDSASpec(t, 0x05, 42)} {
 		armored := buildSSHSIG(t, spec, challenge)
-		s, err := ParseSSHSIG(armored)
+		s, err := ParseSignature(armored)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ func TestVerifySSHSIGReportsSecurityKeyFlags(t *testing.T) {
 		if s.SKFlags != 0x05 || s.SKCounter != 42 {
 			t.Errorf("%s: flags 0x%02x counter %d, want 0x05 42", spec.pub.Type(), s.SKFlags, s.SKCounter)
 		}
-		if _, err := VerifySSHSIG(armored, append(bytes.Clone(challenge), '!'), Namespace); !errors.Is(err, ErrBadSignature) {
+		if _, err := VerifySignature(armored, append(bytes.Clone(challenge), '!'), Namespace); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("%s tampered: got %v, want ErrBadSignature", spec.pub.Type(), err)
 		}
 	}
@@ -283,7 +283,7 @@ func TestVerifySSHSIGReportsSecurityKeyFlags(t *testing.T) {
 
 func TestVerifySSHSIGRefusesSecurityKeyWithoutUserPresence(t *testing.T) {
 	for _, spec := range []sshsigSpec{skEd25519Spec(t, 0x04, 1), skECDSASpec(t, 0x00, 1)} {
-		if _, err := VerifySSHSIG(buildSSHSIG(t, spec, challenge), challenge, Namespace); !errors.Is(err, ErrUserPresence) {
+		if _, err := VerifySignature(buildSSHSIG(t, spec, challenge), challenge, Namespace); !errors.Is(err, ErrUserPresence) {
 			t.Errorf("%s: got %v, want ErrUserPresence", spec.pub.Type(), err)
 		}
 	}
@@ -298,7 +298,7 @@ func TestVerifySSHSIGRefusesMismatchedSignatureAlgorithm(t *testing.T) {
 		sig.Format = ssh.KeyAlgoECDSA256
 		return sig
 	}
-	if _, err := VerifySSHSIG(buildSSHSIG(t, spec, challenge), challenge, Namespace); !errors.Is(err, ErrSignatureAlgorithm) {
+	if _, err := VerifySignature(buildSSHSIG(t, spec, challenge), challenge, Namespace); !errors.Is(err, ErrSignatureAlgorithm) {
 		t.Fatalf("got %v, want ErrSignatureAlgorithm", err)
 	}
 }
@@ -315,10 +315,10 @@ func TestVerifySSHSIGAcceptsKeygenFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := readKeyFile(t, "testdata/ed25519.pub")
-	if err := VerifySSHSIGBy(armored, message, Namespace, want.Public); err != nil {
+	if err := VerifySignatureBy(armored, message, Namespace, want.Public); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifySSHSIG(armored, append(message, '.'), Namespace); !errors.Is(err, ErrBadSignature) {
+	if _, err := VerifySignature(armored, append(message, '.'), Namespace); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("tampered: got %v, want ErrBadSignature", err)
 	}
 }
@@ -332,7 +332,7 @@ func TestParseSSHSIGAcceptsCRLFAndLongLines(t *testing.T) {
 	oneLine := []byte(armorBegin + "\r\n" + base64.StdEncoding.EncodeToString(blob) + "\r\n" + armorEnd + "\r\n")
 	crlf := bytes.ReplaceAll(armored, []byte("\n"), []byte("\r\n"))
 	for name, in := range map[string][]byte{"one line": oneLine, "CRLF": crlf, "indented": append([]byte("\n  "), armored...)} {
-		if _, err := VerifySSHSIG(in, challenge, Namespace); err != nil {
+		if _, err := VerifySignature(in, challenge, Namespace); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

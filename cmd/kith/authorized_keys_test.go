@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"testing"
 
-	xssh "golang.org/x/crypto/ssh"
+	gossh "golang.org/x/crypto/ssh"
 )
 
 // fakeKeyServer answers /users/{handle}.keys as the test tells it to.
@@ -61,11 +61,11 @@ func newAuthorizedKeyLine(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := xssh.NewPublicKey(pub)
+	k, err := gossh.NewPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(xssh.MarshalAuthorizedKey(k))
+	return string(gossh.MarshalAuthorizedKey(k))
 }
 
 // deadURL is an http URL on loopback that refuses connections.

@@ -92,7 +92,7 @@ func certificateRecord(e *identity.Evidence) error {
 	if fp := ssh.FingerprintOf(pub).String(); fp != e.From.Value {
 		return fmt.Errorf("key has fingerprint %s, record names %s", fp, e.From.Value)
 	}
-	if err := ssh.VerifySSHSIGBy(e.Signature, e.Statement, ssh.Namespace, pub); err != nil {
+	if err := ssh.VerifySignatureBy(e.Signature, e.Statement, ssh.Namespace, pub); err != nil {
 		return err
 	}
 	cert, err := ssh.ParseUserCertificate(e.SignerKey)

@@ -146,7 +146,7 @@ func verifySignature(e *identity.Evidence) error {
 		if e.Method != identity.MethodSSHChallenge && e.Method != identity.MethodRevocation {
 			return fmt.Errorf("method %s with an SSH signer", e.Method)
 		}
-		return ssh.VerifySSHSIGBy(e.Signature, e.Statement, ssh.Namespace, pub)
+		return ssh.VerifySignatureBy(e.Signature, e.Statement, ssh.Namespace, pub)
 	case identity.KindPGP:
 		k, err := signerPGPKey(e)
 		if err != nil {

@@ -41,7 +41,7 @@ func (v *Verifier) VerifySSH(ctx context.Context, blob, statement, sig []byte) e
 	if err != nil {
 		return identity.RefuseErr(identity.CodeBadFactor, err, "bad SSH key")
 	}
-	return sshRefusal(ssh.VerifySSHSIGBy(sig, statement, ssh.Namespace, pub))
+	return sshRefusal(ssh.VerifySignatureBy(sig, statement, ssh.Namespace, pub))
 }
 
 // sshRefusal gives an SSHSIG failure its refusal code.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	xssh "golang.org/x/crypto/ssh"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -44,7 +44,7 @@ func bulkIdentities(tb testing.TB, dbURL string, n int) {
 	prev := identity.ZeroHash()
 	for i := 1; i <= n; i++ {
 		pub, _, _ := ed25519.GenerateKey(rand.Reader)
-		sp, _ := xssh.NewPublicKey(pub)
+		sp, _ := gossh.NewPublicKey(pub)
 		h := identity.Handle(fmt.Sprintf("user%06d", i))
 		f := identity.SSHFactor(ssh.FingerprintOf(sp).String(), sp.Marshal())
 		e := identity.Evidence{Method: identity.MethodSSHChallenge, Purpose: identity.PurposeClaim, Handle: h,

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	xssh "golang.org/x/crypto/ssh"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -24,7 +24,7 @@ import (
 // ssh-keygen runs.
 type goKey struct {
 	pub    string // public key line
-	signer xssh.Signer
+	signer gossh.Signer
 }
 
 func newGoKey(t testing.TB, comment string) goKey {
@@ -33,11 +33,11 @@ func newGoKey(t testing.TB, comment string) goKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := xssh.NewSignerFromKey(priv)
+	s, err := gossh.NewSignerFromKey(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := strings.TrimSpace(string(xssh.MarshalAuthorizedKey(s.PublicKey())))
+	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(s.PublicKey())))
 	return goKey{pub: line + " " + comment, signer: s}
 }
 
@@ -45,7 +45,7 @@ func newGoKey(t testing.TB, comment string) goKey {
 func (k goKey) sign(t testing.TB, msg, ns string) string {
 	t.Helper()
 	digest := sha512.Sum512([]byte(msg))
-	signed := append([]byte("SSHSIG"), xssh.Marshal(struct {
+	signed := append([]byte("SSHSIG"), gossh.Marshal(struct {
 		Namespace, Reserved, Hash string
 		Digest                    []byte
 	}{ns, "", "sha512", digest[:]})...)
@@ -53,12 +53,12 @@ func (k goKey) sign(t testing.TB, msg, ns string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := append([]byte("SSHSIG"), xssh.Marshal(struct {
+	blob := append([]byte("SSHSIG"), gossh.Marshal(struct {
 		Version                   uint32
 		PublicKey                 []byte
 		Namespace, Reserved, Hash string
 		Signature                 []byte
-	}{1, k.signer.PublicKey().Marshal(), ns, "", "sha512", xssh.Marshal(sig)})...)
+	}{1, k.signer.PublicKey().Marshal(), ns, "", "sha512", gossh.Marshal(sig)})...)
 	b64 := base64.StdEncoding.EncodeToString(blob)
 	var out strings.Builder
 	out.WriteString("-----BEGIN SSH SIGNATURE-----\n")
