@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -284,39 +284,26 @@ type keyChangeWatcher interface {
 // cache is emptied and not used; it is used again, empty, once the
 // listener is back.
 func (h *Handler) Run(ctx context.Context) error {
-	retry.Loop(ctx, retry.Backoff{}, h.listen, func(err error, wait time.Duration) {
-		h.log.Warn("hkp: key change notifications lost; cache off until they are back", "err", err, "retry_in", wait.String())
+	retry.Follow(ctx, retry.Backoff{}, h.listen, retry.Hooks{
+		Ready: h.cache.enable,
+		Lost:  h.cache.disable,
+		Failed: func(err error, wait time.Duration) {
+			h.log.Warn("hkp: key change notifications lost; cache off until they are back", "err", err, "retry_in", wait.String())
+		},
 	})
 	return nil
 }
 
-// listen runs one listening session, enabling the cache once it listens.
-func (h *Handler) listen(ctx context.Context) error {
+// listen runs one listening session.
+func (h *Handler) listen(ctx context.Context, ready chan<- struct{}) error {
 	w, ok := h.store.(keyChangeWatcher)
 	if !ok {
 		// Without a ready signal, a change made between now and the
 		// store's LISTEN can be missed; CacheTTL bounds how long.
-		h.cache.enable()
-		err := h.store.ListenKeyChanges(ctx, h.keyChanged)
-		h.cache.disable()
-		return err
+		close(ready)
+		return h.store.ListenKeyChanges(ctx, h.keyChanged)
 	}
-	ready := make(chan struct{})
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-ready:
-			h.cache.enable()
-		case <-lctx.Done():
-		}
-	}()
-	err := w.WatchKeyChanges(lctx, ready, h.keyChanged)
-	cancel()
-	<-done // so that the disable comes after any enable
-	h.cache.disable()
-	return err
+	return w.WatchKeyChanges(ctx, ready, h.keyChanged)
 }
 
 // Listening reports whether the answer cache is in use (Run listens to

@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 )
 
 // Peer is one membership entry: a keyserver Kith reconciles with.

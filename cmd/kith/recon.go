@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
 )
@@ -176,32 +176,34 @@ func followStore(ctx context.Context, st reconStore, log *slog.Logger) (*recon.T
 	}
 	lctx, stop := context.WithCancel(ctx)
 	first := make(chan error, 1) // nil once the first session listens
-	started := false
-	go retry.Loop(lctx, retry.Backoff{}, func(ctx context.Context) error {
-		ready := make(chan struct{})
-		watchErr := make(chan error, 1)
-		go func() {
-			watchErr <- st.WatchKeyChanges(ctx, ready, func(c identity.KeyDigestChange) { send(event{change: c}) })
-		}()
-		select {
-		case <-ready:
-		case err := <-watchErr:
-			if !started {
-				first <- err
+	started := false             // Follow's hooks run one after another
+	go retry.Follow(lctx, retry.Backoff{}, func(ctx context.Context, ready chan<- struct{}) error {
+		return st.WatchKeyChanges(ctx, ready, func(c identity.KeyDigestChange) { send(event{change: c}) })
+	}, retry.Hooks{
+		Ready: func() {
+			if started {
+				send(event{resync: true})
+				return
 			}
-			return err
-		}
-		if started {
-			send(event{resync: true})
-		} else {
 			started = true
 			first <- nil
-		}
-		return <-watchErr
-	}, func(err error, wait time.Duration) {
-		log.Warn("lost key-change notifications; listening again", "err", err, "retry_in", wait.String())
+		},
+		Failed: func(err error, wait time.Duration) {
+			if !started {
+				first <- err
+				stop()
+				return
+			}
+			log.Warn("lost key-change notifications; listening again", "err", err, "retry_in", wait.String())
+		},
 	})
-	if err := <-first; err != nil {
+	var err error
+	select {
+	case err = <-first:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		stop()
 		return nil, fmt.Errorf("recon: follow key changes: %w", err)
 	}

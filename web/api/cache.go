@@ -24,7 +24,6 @@ type cache struct {
 	mu      sync.Mutex
 	on      bool
 	gen     uint64 // bumped by every drop, so a lookup racing one is not stored
-	session uint64 // bumped by every disable, so a late enable is ignored
 	max     int
 	handles map[string]map[string]cached
 	// Every ttl, put drops the handles whose answers have all expired,
@@ -113,20 +112,12 @@ func (c *cache) flush() {
 	c.handles = map[string]map[string]cached{}
 }
 
-// listening returns the current listening session, to pass to enable.
-func (c *cache) listening() uint64 {
+// enable turns the cache on. retry.Follow calls it once the listener
+// listens, and never after the disable that ends that session.
+func (c *cache) enable() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.session
-}
-
-// enable turns the cache on, unless it was disabled since session began.
-func (c *cache) enable(session uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if session == c.session {
-		c.on = true
-	}
+	c.on = true
 }
 
 // enabled reports whether the cache is on.
@@ -140,7 +131,6 @@ func (c *cache) disable() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.on = false
-	c.session++
 	c.gen++
 	c.handles = map[string]map[string]cached{}
 }

@@ -11,7 +11,7 @@ import (
 func TestCacheSweepsExpiredHandles(t *testing.T) {
 	ttl := time.Minute
 	c := newCache(100_000, ttl)
-	c.enable(c.listening())
+	c.enable()
 	t0 := time.Unix(1000, 0)
 	put := func(h string, now time.Time) {
 		c.put(h, "keys", c.generation(), cached{body: []byte("x"), expires: now.Add(ttl)}, now)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/identity/verify"
 )
 
@@ -247,28 +247,20 @@ func readJSON(r *http.Request, v any) error {
 // watch keeps the cache coherent with evidence appends: it caches only
 // while listening, and drops everything whenever listening stops.
 func (h *Handler) watch(ctx context.Context, w Watcher) {
-	retry.Loop(ctx, retry.Backoff{}, func(ctx context.Context) error {
-		ready, done := make(chan struct{}), make(chan struct{})
-		session := h.cache.listening()
-		go func() {
-			select {
-			case <-ready:
-				h.cache.enable(session)
-			case <-done:
-			}
-		}()
-		err := w.WatchEvidence(ctx, ready, func(handle string) {
+	retry.Follow(ctx, retry.Backoff{}, func(ctx context.Context, ready chan<- struct{}) error {
+		return w.WatchEvidence(ctx, ready, func(handle string) {
 			if handle == "*" {
 				h.cache.flush()
 				return
 			}
 			h.cache.drop(handle)
 		})
-		close(done)
-		h.cache.disable()
-		return err
-	}, func(err error, wait time.Duration) {
-		h.log.Warn("api: evidence notifications lost; lookups uncached until they are back", "err", err, "retry_in", wait.String())
+	}, retry.Hooks{
+		Ready: h.cache.enable,
+		Lost:  h.cache.disable,
+		Failed: func(err error, wait time.Duration) {
+			h.log.Warn("api: evidence notifications lost; lookups uncached until they are back", "err", err, "retry_in", wait.String())
+		},
 	})
 }
 

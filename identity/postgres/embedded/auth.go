@@ -25,7 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 )
 
 // PassFile is the name, inside the cluster directory, of the libpq

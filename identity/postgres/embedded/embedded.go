@@ -38,7 +38,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kith-keyserver/kith/identity/postgres/retry"
+	"github.com/kith-keyserver/kith/identity/retry"
 )
 
 // Options says where and how to run a cluster.

@@ -1,12 +1,15 @@
 // Package retry holds Kith's one way of coming back after a fault: a
-// capped, doubling backoff and the loop that reruns a long-lived task (a
-// LISTEN session, the embedded PostgreSQL server) with it. Every
-// reconnecting part of Kith (the HKP and API caches' listeners, the recon
-// tree's follower, recon gossip, the embedded cluster's supervisor) uses
-// this package, so they all back off alike.
+// capped, doubling backoff, the loop that reruns a long-lived task (a
+// LISTEN session, the embedded PostgreSQL server) with it, and Follow, the
+// loop that keeps a notification listener going and says when it listens.
+// Every reconnecting part of Kith (the HKP and API caches' listeners, the
+// recon tree's follower, recon gossip, the embedded cluster's supervisor)
+// uses this package, so they all back off alike.
 //
-// It does not decide what a failure means: the caller's run function
-// reports it, and the caller's failed function logs it.
+// It sits below the store, not in it, so that frontends can use it without
+// importing the store. It does not decide what a failure means: the
+// caller's run function reports it, and the caller's failed function logs
+// it.
 package retry
 
 import (
