@@ -1,21 +1,14 @@
 // hashquery.go: POST /pks/hashquery, how SKS-protocol peers fetch the keys
-// reconciliation found missing. The server side of the format is written
-// here (frontends do not import each other; recon has the client side):
-//
-//	request:  int32 count, then count times (int32 16, 16 digest bytes)
-//	response: int32 count, then count times (int32 length, binary packets),
-//	          then CRLF, as SKS ends every HTTP body
-//
-// All integers are big-endian. Digests the store does not hold are left
-// out of the answer, and so are keys past the response cap: the peer asks
-// again for what it still lacks.
+// reconciliation found missing. The wire format is package recon's, which
+// keeps both ends of it; this file serves it from the store. Digests the
+// store does not hold are left out of the answer, and so are keys past the
+// response cap: the peer asks again for what it still lacks.
 
 package hkp
 
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,38 +16,8 @@ import (
 	"strconv"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/recon"
 )
-
-// errHashQuery marks a malformed hashquery request.
-var errHashQuery = errors.New("malformed hashquery request")
-
-// parseHashQuery decodes a hashquery request body of at most maxDigests
-// digests.
-func parseHashQuery(b []byte, maxDigests int) ([][16]byte, error) {
-	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: %d bytes, no count", errHashQuery, len(b))
-	}
-	n := int64(int32(binary.BigEndian.Uint32(b)))
-	b = b[4:]
-	if n < 0 {
-		return nil, fmt.Errorf("%w: negative count %d", errHashQuery, n)
-	}
-	if n > int64(maxDigests) {
-		return nil, fmt.Errorf("%w: %d digests (at most %d per request)", errHashQuery, n, maxDigests)
-	}
-	if int64(len(b)) != 20*n {
-		return nil, fmt.Errorf("%w: %d digests need %d bytes after the count, got %d", errHashQuery, n, 20*n, len(b))
-	}
-	out := make([][16]byte, n)
-	for i := range out {
-		if l := binary.BigEndian.Uint32(b); l != 16 {
-			return nil, fmt.Errorf("%w: digest %d has length %d, want 16", errHashQuery, i, int32(l))
-		}
-		copy(out[i][:], b[4:20])
-		b = b[20:]
-	}
-	return out, nil
-}
 
 // hashQueryFit returns how many of keys (by Size) fit in one response of
 // at most maxBytes of packets; the rest are left for the peer to ask again.
@@ -71,20 +34,17 @@ func hashQueryFit(keys []identity.StoredKey, maxBytes int) int {
 
 // hashQueryLength is the length of the response for keys (their Size
 // set), for Content-Length.
-func hashQueryLength(keys []identity.StoredKey) int {
-	n := 4 + 2
+func hashQueryLength(keys []identity.StoredKey) int64 {
+	var n int64
 	for i := range keys {
-		n += 4 + keys[i].Size
+		n += int64(keys[i].Size)
 	}
-	return n
+	return recon.HashQueryResponseSize(len(keys), n)
 }
-
-// maxHashQueryBody is the request body cap for maxDigests digests.
-func maxHashQueryBody(maxDigests int) int64 { return 4 + 20*int64(maxDigests) }
 
 // serveHashQuery answers POST /pks/hashquery.
 func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
-	limit := maxHashQueryBody(h.opts.MaxHashQueryDigests)
+	limit := recon.HashQueryRequestSize(h.opts.MaxHashQueryDigests)
 	if r.ContentLength > limit {
 		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("hashquery body larger than %d bytes (at most %d digests)", limit, h.opts.MaxHashQueryDigests))
 		return
@@ -99,7 +59,7 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "could not read the request body")
 		return
 	}
-	digests, err := parseHashQuery(body, h.opts.MaxHashQueryDigests)
+	digests, err := recon.ParseHashQueryRequest(body, h.opts.MaxHashQueryDigests)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
@@ -123,7 +83,7 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 	keys = keys[:n]
 	h.metrics.hashQueryKeys(n)
 	w.Header().Set("Content-Type", "application/pgp-keys")
-	w.Header().Set("Content-Length", strconv.Itoa(hashQueryLength(keys)))
+	w.Header().Set("Content-Length", strconv.FormatInt(hashQueryLength(keys), 10))
 	w.Header().Set("Cache-Control", "no-store")
 	if err := writeHashQueryResponse(r.Context(), w, keys, h.store.StreamPackets); err != nil {
 		if r.Context().Err() == nil {
@@ -142,11 +102,12 @@ func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []identity.St
 	for i := range keys {
 		fps[i] = keys[i].Fingerprint
 	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(keys)))); err != nil {
+	rw, err := recon.NewHashQueryResponseWriter(w, len(keys))
+	if err != nil {
 		return err
 	}
 	i := 0
-	err := stream(ctx, fps, func(fp, packets []byte) error {
+	err = stream(ctx, fps, func(fp, packets []byte) error {
 		if i >= len(keys) || !bytes.Equal(keys[i].Fingerprint, fp) {
 			return fmt.Errorf("a key went away or changed during the answer (at %X)", fp)
 		}
@@ -154,11 +115,7 @@ func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []identity.St
 			return fmt.Errorf("key %X changed during the answer", fp)
 		}
 		i++
-		if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(packets)))); err != nil {
-			return err
-		}
-		_, err := w.Write(packets)
-		return err
+		return rw.WriteKey(packets)
 	})
 	if err != nil {
 		return err
@@ -166,6 +123,5 @@ func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []identity.St
 	if i != len(keys) {
 		return fmt.Errorf("%d of %d keys went away during the answer", len(keys)-i, len(keys))
 	}
-	_, err = io.WriteString(w, "\r\n")
-	return err
+	return rw.Close()
 }

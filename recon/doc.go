@@ -13,13 +13,14 @@
 //     the connection, [Answer] for the side that dialled);
 //   - the peer manager: listener, membership, gossip loop, status and
 //     metrics ([Manager], [Peer]);
-//   - the /pks/hashquery client and its body encodings
-//     ([HashQueryFetcher], [MarshalHashQueryRequest], [ReadHashQueryResponse]).
+//   - the /pks/hashquery client and both ends of its body encodings
+//     ([HashQueryFetcher], [MarshalHashQueryRequest], [ReadHashQueryResponse],
+//     and for servers [ParseHashQueryRequest], [HashQueryResponseWriter]).
 //
 // It does not own: computing a key's digest (package pgp), storing or
 // merging fetched keys (the store callback the caller passes to
 // [HashQueryFetcher]), serving /pks/hashquery over HTTP (package hkp, with
-// [ParseHashQueryRequest] and [WriteHashQueryResponse]), reading
+// this package's encodings), reading
 // configuration files, or keeping the tree current with the database (the
 // caller builds it with [BuildTreeFrom] and calls [Tree.Insert] and
 // [Tree.Remove] as changes are notified).

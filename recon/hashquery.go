@@ -1,7 +1,12 @@
-// /pks/hashquery: how keys found missing by recon are fetched. The request
-// body is a count, then each digest as an int32 16 and its 16 bytes; the
-// response is a count, then each key as an int32 length and its binary
-// packets, then (from SKS) a trailing CRLF.
+// /pks/hashquery: how keys found missing by recon are fetched. This file
+// keeps both ends of the format together: the client (HashQueryFetcher)
+// and the encodings a server needs (package hkp serves it with them).
+//
+//	request:  int32 count, then count times (int32 16, 16 digest bytes)
+//	response: int32 count, then count times (int32 length, binary packets),
+//	          then CRLF, as SKS ends every HTTP body
+//
+// All integers are big-endian.
 
 package recon
 
@@ -82,19 +87,75 @@ func ParseHashQueryRequest(body []byte, maxDigests int) ([][16]byte, error) {
 	return out, nil
 }
 
+// HashQueryRequestSize is the length of a /pks/hashquery request body
+// for n digests: the body cap of a server that accepts n.
+func HashQueryRequestSize(n int) int64 { return 4 + 20*int64(n) }
+
+// HashQueryResponseSize is the length of a /pks/hashquery response body
+// holding n keys of keyBytes bytes in all, for Content-Length.
+func HashQueryResponseSize(n int, keyBytes int64) int64 { return 4 + 4*int64(n) + keyBytes + 2 }
+
 // WriteHashQueryResponse writes a /pks/hashquery response body holding
 // keys, each the binary packets of one transferable public key.
 func WriteHashQueryResponse(w io.Writer, keys [][]byte) error {
 	bw := bufio.NewWriter(w)
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(keys)))
-	bw.Write(hdr[:])
+	rw, err := NewHashQueryResponseWriter(bw, len(keys))
+	if err != nil {
+		return err
+	}
 	for _, k := range keys {
-		binary.BigEndian.PutUint32(hdr[:], uint32(len(k)))
-		bw.Write(hdr[:])
-		bw.Write(k)
+		if err := rw.WriteKey(k); err != nil {
+			return err
+		}
+	}
+	if err := rw.Close(); err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("recon: writing hashquery response: %w", err)
+	}
+	return nil
+}
+
+// HashQueryResponseWriter writes a /pks/hashquery response body one key
+// at a time, so that a server can stream keys as its store reads them.
+type HashQueryResponseWriter struct {
+	w    io.Writer
+	left int // keys announced and not yet written
+}
+
+// NewHashQueryResponseWriter writes the count of a response that will
+// hold n keys to w.
+func NewHashQueryResponseWriter(w io.Writer, n int) (*HashQueryResponseWriter, error) {
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(n))); err != nil {
+		return nil, fmt.Errorf("recon: writing hashquery response: %w", err)
+	}
+	return &HashQueryResponseWriter{w: w, left: n}, nil
+}
+
+// WriteKey writes one key's binary packets; writing more keys than
+// announced is an error.
+func (rw *HashQueryResponseWriter) WriteKey(packets []byte) error {
+	if rw.left <= 0 {
+		return errors.New("recon: writing hashquery response: more keys than announced")
+	}
+	rw.left--
+	if _, err := rw.w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(packets)))); err != nil {
+		return fmt.Errorf("recon: writing hashquery response: %w", err)
+	}
+	if _, err := rw.w.Write(packets); err != nil {
+		return fmt.Errorf("recon: writing hashquery response: %w", err)
+	}
+	return nil
+}
+
+// Close ends the response with CRLF; it fails if fewer keys were written
+// than announced.
+func (rw *HashQueryResponseWriter) Close() error {
+	if rw.left != 0 {
+		return fmt.Errorf("recon: writing hashquery response: %d announced keys not written", rw.left)
+	}
+	if _, err := io.WriteString(rw.w, "\r\n"); err != nil {
 		return fmt.Errorf("recon: writing hashquery response: %w", err)
 	}
 	return nil

@@ -41,14 +41,47 @@ func TestParseHashQueryRequestRejectsBadBodies(t *testing.T) {
 		{"digest of 15 bytes", bad15, "want 16"},
 		{"trailing bytes", append(MarshalHashQueryRequest(ds[:1]), 0), "trailing"},
 		{"empty", nil, "truncated"},
+		{"short count", []byte{0, 0}, "truncated"},
+		{"negative count", []byte{0xff, 0xff, 0xff, 0xff}, "does not fit"},
+		{"truncated digest", MarshalHashQueryRequest(ds[:2])[:43], "does not fit"},
+		{"count lies", append([]byte{0, 0, 0, 2}, MarshalHashQueryRequest(ds[:1])[4:]...), "does not fit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseHashQueryRequest(tt.body, 0)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ParseHashQueryRequest = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestHashQueryResponseWriterCountsKeys(t *testing.T) {
+	var body bytes.Buffer
+	rw, err := NewHashQueryResponseWriter(&body, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.WriteKey([]byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.Close(); err == nil {
+		t.Fatal("Close after 1 of 2 announced keys succeeded")
+	}
+	if err := rw.WriteKey([]byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.WriteKey([]byte("three")); err == nil {
+		t.Fatal("a third key of 2 announced was written")
+	}
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := int64(body.Len()), HashQueryResponseSize(2, 6); got != want {
+		t.Fatalf("wrote %d bytes, HashQueryResponseSize says %d", got, want)
+	}
+	if !bytes.HasSuffix(body.Bytes(), []byte("\r\n")) {
+		t.Fatalf("response %q does not end with CRLF", body.Bytes())
 	}
 }
 
@@ -62,8 +95,8 @@ func TestReadHashQueryResponse(t *testing.T) {
 		lim  HashQueryLimits
 		want string // error substring; "" for success
 	}{
-		{"plain", body.Bytes(), HashQueryLimits{}, ""},
-		{"SKS trailing CRLF", append(bytes.Clone(body.Bytes()), '\r', '\n'), HashQueryLimits{}, ""},
+		{"with SKS's trailing CRLF", body.Bytes(), HashQueryLimits{}, ""},
+		{"without a trailer", body.Bytes()[:body.Len()-2], HashQueryLimits{}, ""},
 		{"garbage after keys", append(bytes.Clone(body.Bytes()), 'x'), HashQueryLimits{}, "unexpected bytes"},
 		{"too many keys", body.Bytes(), HashQueryLimits{MaxKeys: 2}, "3 keys (limit 2)"},
 		{"key too large", body.Bytes(), HashQueryLimits{MaxKeySize: 999}, "1000 bytes (limit 999)"},
@@ -96,7 +129,6 @@ type fakeHKP struct {
 	keys     map[[16]byte][]byte
 	maxBatch int // answer 413 above this
 	batches  []int
-	crlf     bool
 }
 
 func (f *fakeHKP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -124,9 +156,6 @@ func (f *fakeHKP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	WriteHashQueryResponse(w, keys)
-	if f.crlf {
-		w.Write([]byte("\r\n"))
-	}
 }
 
 func keyFor(d [16]byte) []byte { return []byte(fmt.Sprintf("key %x", d)) }
@@ -144,7 +173,7 @@ func TestHashQueryFetcher(t *testing.T) {
 	for _, withDigest := range []bool{false, true} {
 		t.Run(fmt.Sprintf("KeyDigest=%v", withDigest), func(t *testing.T) {
 			ds := randDigests(rand.New(rand.NewPCG(3, 3)), 260)
-			srv := &fakeHKP{keys: map[[16]byte][]byte{}, maxBatch: 30, crlf: true}
+			srv := &fakeHKP{keys: map[[16]byte][]byte{}, maxBatch: 30}
 			for _, d := range ds[:250] { // the last 10 the peer does not have
 				srv.keys[d] = keyFor(d)
 			}
