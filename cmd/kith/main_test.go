@@ -41,6 +41,10 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("ADMINDB", os.Getenv(pgtest.EnvURL))
+			// A kith serve that gets as far as listening binds port 0,
+			// never the default ports a quick-start server may hold.
+			env.Setenv("KITH_LISTEN", "127.0.0.1:0")
+			env.Setenv("KITH_RECON_LISTEN", "127.0.0.1:0")
 			// The script's own test, for what it starts to end with it.
 			env.Values["t"] = env.T().(testing.TB)
 			env.Values["server"] = new(*apiServer)
