@@ -208,6 +208,12 @@ func parentOf(pid int) int {
 	return ppid
 }
 
+// TestServeEmbeddedDefaultStartsAndStopsItsCluster follows one data
+// directory through a server's life (one initdb for all of it): the first
+// start initialises a cluster and serves, a second server on the same
+// directory is refused, a stop stops the cluster, a restart reuses it,
+// and after a SIGKILL of kith no postgres is left and the next start
+// recovers.
 func TestServeEmbeddedDefaultStartsAndStopsItsCluster(t *testing.T) {
 	requirePostgresBinaries(t)
 	dir := tempDir(t)
@@ -229,22 +235,8 @@ func TestServeEmbeddedDefaultStartsAndStopsItsCluster(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	s.stop(t)
-	if pids := postgresRunningIn(pgdir); len(pids) != 0 {
-		t.Fatalf("postgres still running after kith stopped: %v", pids)
-	}
 
-	// A second start reuses the initialised cluster.
-	s = startServe(t, dir, nil)
-	s.waitHealth(t, http.StatusOK, 30*time.Second)
-	s.stop(t)
-}
-
-func TestServeRefusesSecondServerOnSameDataDir(t *testing.T) {
-	requirePostgresBinaries(t)
-	dir := tempDir(t)
-	first := startServe(t, dir, nil)
-	first.waitHealth(t, http.StatusOK, 30*time.Second)
+	// A second server on the same data directory is refused.
 	second := startServe(t, dir, nil)
 	select {
 	case <-second.exited:
@@ -257,8 +249,24 @@ func TestServeRefusesSecondServerOnSameDataDir(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("second kith serve on the same data dir kept running")
 	}
-	first.waitHealth(t, http.StatusOK, 5*time.Second)
-	first.stop(t)
+	s.waitHealth(t, http.StatusOK, 5*time.Second)
+	s.stop(t)
+	if pids := postgresRunningIn(pgdir); len(pids) != 0 {
+		t.Fatalf("postgres still running after kith stopped: %v", pids)
+	}
+
+	// A second start reuses the initialised cluster; kill it.
+	s = startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	s.cmd.Process.Kill()
+	<-s.exited
+	if !eventually(30*time.Second, 50*time.Millisecond, func() bool { return len(postgresRunningIn(pgdir)) == 0 }) {
+		t.Fatal("postgres still running 30 s after kith was killed")
+	}
+	// The next start recovers and serves.
+	s = startServe(t, dir, nil)
+	s.waitHealth(t, http.StatusOK, 30*time.Second)
+	s.stop(t)
 }
 
 // TestServeRestartsPostgresAfterImmediateShutdown: an operator's
@@ -346,23 +354,6 @@ func TestServeWithDatabaseURLStartsNoCluster(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "kith-data")); err == nil {
 		t.Error("kith created a data directory although it was given a database URL")
 	}
-	s.stop(t)
-}
-
-func TestServeKillLeavesNoPostgresBehind(t *testing.T) {
-	requirePostgresBinaries(t)
-	dir := tempDir(t)
-	s := startServe(t, dir, nil)
-	s.waitHealth(t, http.StatusOK, 30*time.Second)
-	s.cmd.Process.Kill()
-	<-s.exited
-	pgdir := filepath.Join(dir, "kith-data", "postgres")
-	if !eventually(30*time.Second, 50*time.Millisecond, func() bool { return len(postgresRunningIn(pgdir)) == 0 }) {
-		t.Fatal("postgres still running 30 s after kith was killed")
-	}
-	// The next start recovers and serves.
-	s = startServe(t, dir, nil)
-	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	s.stop(t)
 }
 
