@@ -102,6 +102,7 @@ func keysAt(t *testing.T, server string, opts client.KeysOptions) (string, strin
 // answers are the server's word and must not bring back keys from the
 // cache: a revoked key must stay revoked.
 func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
+	t.Parallel()
 	key := newKeyLine(t)
 	for _, tt := range []struct {
 		name     string
@@ -176,6 +177,7 @@ func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
 // TestAuthorizedKeysMaxAge: an answer older than MaxAge is not served,
 // and MaxAge 0 neither writes nor reads a cache.
 func TestAuthorizedKeysMaxAge(t *testing.T) {
+	t.Parallel()
 	key := newKeyLine(t)
 	f := newFakeKeyServer(t)
 	f.answer(http.StatusOK, key)
@@ -222,6 +224,7 @@ func TestAuthorizedKeysMaxAge(t *testing.T) {
 // fingerprint only that key is returned, and options the answer carries
 // are dropped.
 func TestAuthorizedKeysKeepsOnlyTheFingerprintAndNoOptions(t *testing.T) {
+	t.Parallel()
 	one, two := newKeyLine(t), newKeyLine(t)
 	f := newFakeKeyServer(t)
 	f.answer(http.StatusOK, `command="/bin/evil",no-pty `+one+two)
@@ -242,6 +245,7 @@ func TestAuthorizedKeysKeepsOnlyTheFingerprintAndNoOptions(t *testing.T) {
 // TestPlainHTTPToAnotherHost: keys fetched without TLS from another host
 // can be swapped by anyone on the path; loopback and https cannot.
 func TestPlainHTTPToAnotherHost(t *testing.T) {
+	t.Parallel()
 	for server, want := range map[string]bool{
 		"http://keys.example.org":  true,
 		"http://192.0.2.1:11371":   true,
@@ -267,6 +271,7 @@ func TestPlainHTTPToAnotherHost(t *testing.T) {
 // that is group- or world-writable, or owned by another user, is not
 // read (and the log says so).
 func TestAuthorizedKeysRefusesUnsafeCache(t *testing.T) {
+	t.Parallel()
 	key := newKeyLine(t)
 	f := newFakeKeyServer(t)
 	f.answer(http.StatusOK, key)
@@ -332,6 +337,7 @@ func chown(t *testing.T, path string, uid int) {
 // TestMapUser: without a map the user name is the handle; with one, its
 // line names the handle, and a user without a line has none.
 func TestMapUser(t *testing.T) {
+	t.Parallel()
 	m := filepath.Join(t.TempDir(), "users.map")
 	if err := os.WriteFile(m, []byte("# user handle\nalice alice-smith\n\nbob  bob\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -357,6 +363,7 @@ func TestMapUser(t *testing.T) {
 // checkpoint waits for the next; an edited proof, a rewritten log and a
 // log signed by another key return nothing of what they touch.
 func TestAuthorizedKeysWithLogKeyReturnsOnlyKeysInTheLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()

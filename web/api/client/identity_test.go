@@ -34,6 +34,7 @@ func refusal(t *testing.T, err error, codes ...identity.Code) *client.Refusal {
 // signing with the real ssh-keygen and gpg; the co-signer is the one key
 // here proven for the handle, and never a guess among several.
 func TestClaimAddRevokeWithRealTools(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()
@@ -136,6 +137,7 @@ func TestClaimAddRevokeWithRealTools(t *testing.T) {
 // signed by its host key, is read back from /hosts/NAME.json; a name the
 // server does not publish is refused with a hint.
 func TestHostIdentityIsLookedUpUnderHosts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()
@@ -156,6 +158,7 @@ func TestHostIdentityIsLookedUpUnderHosts(t *testing.T) {
 
 // TestUnreachableServerSaysWhatFailed: an error names the operation.
 func TestUnreachableServerSaysWhatFailed(t *testing.T) {
+	t.Parallel()
 	c, err := client.New("http://127.0.0.1:1", client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // of ssh's %H (NAME, or [NAME]:PORT for another port), from the real API;
 // an unknown host gets nothing, and an address or pattern is no host.
 func TestKnownHostsInTheFormSSHAskedFor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()
@@ -46,6 +47,7 @@ func TestKnownHostsInTheFormSSHAskedFor(t *testing.T) {
 // lines for the host asked about is an error and no lines: no other
 // host's key, no marker, no certificate authority.
 func TestKnownHostsFailsClosedOnBadAnswers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	u := newUser(t)
 	key := u.sshKey(t.TempDir(), "k").Pub

@@ -96,6 +96,7 @@ func logOf5(t *testing.T) (*server, *client.Client, string) {
 // recomputed is not the log the checkpoint signs; the log re-signed over
 // it is not consistent with the checkpoint seen before.
 func TestLogMonitorCatchesARewrittenLog(t *testing.T) {
+	t.Parallel()
 	srv, c, state := logOf5(t)
 	srv.rewriteRecord(2, "rewritten")
 	if _, err := monitor(t, c, state, ""); err == nil || !strings.Contains(err.Error(), "are not the log the checkpoint signs") {
@@ -111,6 +112,7 @@ func TestLogMonitorCatchesARewrittenLog(t *testing.T) {
 // the one seen, a key other than the remembered one, and a checkpoint
 // the key does not verify are ErrLogInvalid.
 func TestLogMonitorCatchesAShrunkLogAndANewKey(t *testing.T) {
+	t.Parallel()
 	srv, c, state := logOf5(t)
 	other, err := tlog.NewKey(srv.log.Key().Name(), make([]byte, tlog.SeedSize))
 	if err != nil {
@@ -135,6 +137,7 @@ func TestLogMonitorCatchesAShrunkLogAndANewKey(t *testing.T) {
 // TestReadLogReadsConcatenatedPages: what GET /api/v1/log answered, page
 // after page, reads back as the records in order.
 func TestReadLogReadsConcatenatedPages(t *testing.T) {
+	t.Parallel()
 	var in bytes.Buffer
 	for _, page := range []api.LogPage{{Records: []api.LogRecord{{Seq: 1}, {Seq: 2}}, Next: "x"}, {Records: []api.LogRecord{{Seq: 3}}}} {
 		json.NewEncoder(&in).Encode(page)

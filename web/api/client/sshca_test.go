@@ -20,6 +20,7 @@ import (
 // a certificate by another CA than the one expected are refused, with
 // the server's code and a hint.
 func TestCertificateForAProvenKeyOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()
@@ -104,6 +105,7 @@ func TestCertificateForAProvenKeyOnly(t *testing.T) {
 // reads it); a list naming another CA than the one expected is refused,
 // and a list older than the one installed is not installed.
 func TestKRLNamesTheRevokedCertificateAndNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := newServer(t)
 	c := srv.client()
