@@ -105,15 +105,15 @@ func (h *sshdHost) stop() {
 // by the old) and the old revoked, ssh connects again, and the old key is
 // refused. With the server gone, ssh refuses (fail closed).
 func TestKnownHostsCommandWithRealSSH(t *testing.T) {
-	requireSSHDAsRoot(t, "go")
+	requireSSHDAsRoot(t)
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
 	kithBin := filepath.Join(bin, "kith")
-	if out, err := exec.Command("go", "build", "-o", kithBin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := copyExecutable(kithBin); err != nil {
+		t.Fatal(err)
 	}
 	a := newAPIServer(t)
 	keys := t.TempDir()

@@ -18,7 +18,14 @@ import (
 // withCluster runs the tests with the package's throwaway PostgreSQL.
 type withCluster struct{ m *testing.M }
 
-func (w withCluster) Run() int { return pgtest.Main(w.m) }
+// Run also removes the kith binary the tests made, if they made one.
+func (w withCluster) Run() int {
+	code := pgtest.Main(w.m)
+	if builtKith.dir != "" {
+		os.RemoveAll(builtKith.dir)
+	}
+	return code
+}
 
 func TestMain(m *testing.M) {
 	testscript.Main(withCluster{m}, map[string]func(){"kith": main})

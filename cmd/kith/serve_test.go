@@ -23,32 +23,52 @@ import (
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
-// builtKith is the kith binary built once for the serve tests, in a
-// directory any user may read, so it can also run as an unprivileged user.
-var builtKith = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "kith-bin-")
+// builtKith is the kith binary, made once per test binary: a copy of the
+// test binary itself, which runs kith's main when called kith (see
+// TestMain), in a directory any user may read, so it can also run as an
+// unprivileged user. No go build: the test binary is kith already.
+// TestMain removes it.
+var builtKith struct {
+	once sync.Once
+	dir  string // "" until made
+	err  error
+}
+
+// copyExecutable copies the running test binary to path, mode 0755.
+func copyExecutable(path string) error {
+	self, err := os.Executable()
 	if err != nil {
-		return "", err
+		return err
 	}
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "kith")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	in, err := os.Open(self)
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return err
 	}
-	return bin, nil
-})
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
 
 func kithBinary(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go command not on PATH")
+	b := &builtKith
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "kith-bin-"); b.err == nil {
+			os.Chmod(b.dir, 0o755)
+			b.err = copyExecutable(filepath.Join(b.dir, "kith"))
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	bin, err := builtKith()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return filepath.Join(b.dir, "kith")
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
