@@ -196,7 +196,7 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 	}
 	var out *Certificate
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now().UTC()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
 			return err
 		}

@@ -40,7 +40,8 @@ func (s *Service) IssueKeyDeletion(ctx context.Context, f Factor) (*Challenge, e
 // has the store replace the key by its tombstone: the primary key and its
 // revocations, which keep merging while nothing else of the key is ever
 // stored again, from uploads or recon. The links the key carried end with
-// it, through the store's key-change hook. It returns the key's factor.
+// it, and what the log's records about it held of a person is erased
+// (EraseKey). It returns the key's factor.
 func (s *Service) DeleteKey(ctx context.Context, statement, signature []byte) (Factor, BlockOutcome, error) {
 	if s.blocks == nil {
 		return Factor{}, "", Refuse(CodeUnsupported, "this server does not delete keys")
@@ -87,10 +88,47 @@ func (s *Service) DeleteKey(ctx context.Context, statement, signature []byte) (F
 		Actor: "the holder of key " + c.Factor.Value,
 	})
 	if errors.Is(err, ErrAlreadyBlocked) {
-		return c.Factor, BlockKeyAlreadyGone, nil
+		out = BlockKeyAlreadyGone
+	} else if err != nil {
+		return Factor{}, "", fmt.Errorf("identity: delete key %s: %w", c.Factor.Value, err)
 	}
-	if err != nil {
+	if _, err := s.EraseKey(ctx, fp); err != nil {
 		return Factor{}, "", fmt.Errorf("identity: delete key %s: %w", c.Factor.Value, err)
 	}
 	return c.Factor, out, nil
+}
+
+// EraseKey erases everything the log's records about the OpenPGP key
+// with fingerprint fp hold of a person (Tx.EraseKeyArtifacts): what
+// follows the key's deletion or an operator's block of the whole key. It
+// first ends the links the key no longer carries (SyncKey), so that their
+// revocations' artifacts go too. The records and their commitments stay
+// and their public packets still verify; `kith verify-log` reports them
+// as "artifact erased". It returns how many records lost artifacts.
+func (s *Service) EraseKey(ctx context.Context, fp []byte) (int, error) {
+	return s.eraseKey(ctx, fp, false, "")
+}
+
+// EraseUserID is EraseKey after an operator blocked one user ID of the
+// key, whose address is email ("" when it has none): it erases the whole
+// key the records commit to (which holds the user ID) and everything
+// about that address, and leaves the key's other addresses as they are.
+func (s *Service) EraseUserID(ctx context.Context, fp []byte, email string) (int, error) {
+	return s.eraseKey(ctx, fp, true, email)
+}
+
+func (s *Service) eraseKey(ctx context.Context, fp []byte, userID bool, email string) (int, error) {
+	if err := s.SyncKey(ctx, fp); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
+		var err error
+		n, err = tx.EraseKeyArtifacts(ctx, PGPFactor(fp), userID, email)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("identity: erase key %X: %w", fp, err)
+	}
+	return n, nil
 }

@@ -162,7 +162,7 @@ func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 	}
 	switch req.Action {
 	case EmailVerify:
-		if err := s.checkKeyCarries(ctx, req.Key, req.Email); err != nil {
+		if err := s.checkKeyCarries(ctx, req.Key, req.Email, s.clock()); err != nil {
 			return err
 		}
 	case EmailWithdraw:
@@ -210,11 +210,17 @@ func (s *Service) PendingEmails(ctx context.Context, key Factor, emails []string
 
 // checkKeyCarries refuses unless the stored key carries a valid
 // self-signed user ID with the address.
-func (s *Service) checkKeyCarries(ctx context.Context, key, email Factor) error {
-	links, _, err := s.keyLinks(ctx, key)
+func (s *Service) checkKeyCarries(ctx context.Context, key, email Factor, now time.Time) error {
+	links, _, err := s.keyLinks(ctx, key, now)
 	if err != nil {
 		return err
 	}
+	return carries(links, key, email)
+}
+
+// carries refuses unless links hold key's valid self-signed user ID with
+// email.
+func carries(links []KeyLink, key, email Factor) error {
 	for _, l := range links {
 		if l.Method == MethodPGPUIDSelfSig && l.To.Same(email) {
 			return nil
@@ -264,16 +270,19 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 	if token == "" || len(token) > 100 {
 		return out, Refuse(CodeUnknownToken, "no such link")
 	}
+	// One reading of the clock, and one of the key: what the record
+	// checks the key carries is what it records, at the time it states.
+	now := s.clock()
 	var linkKey []byte
+	var links []KeyLink
+	var linksErr error
 	if key.Kind == KindPGP && key.Validate() == nil {
-		_, k, err := s.keyLinks(ctx, key)
-		if err != nil && CodeOf(err) == "" {
-			return out, wrapOp("confirm email", err)
+		links, linkKey, linksErr = s.keyLinks(ctx, key, now)
+		if linksErr != nil && CodeOf(linksErr) == "" {
+			return out, wrapOp("confirm email", linksErr)
 		}
-		linkKey = k
 	}
 	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now()
 		t, err := tx.ConsumeEmailToken(ctx, HashEmailToken(token), now)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -298,7 +307,10 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 			Statement: EmailStatement(s.server, t.Action, t.Key, t.Email, t.Created, now)}
 		switch t.Action {
 		case EmailVerify:
-			if err := s.checkKeyCarries(ctx, t.Key, t.Email); err != nil {
+			if linksErr != nil {
+				return linksErr
+			}
+			if err := carries(links, t.Key, t.Email); err != nil {
 				return err
 			}
 			if verified {

@@ -17,13 +17,14 @@ import (
 	"time"
 )
 
-// keyLinks reads the links an OpenPGP factor's stored key carries; other
-// factors carry none.
-func (s *Service) keyLinks(ctx context.Context, f Factor) ([]KeyLink, []byte, error) {
+// keyLinks reads the links an OpenPGP factor's stored key carries at now,
+// the one reading of the clock the write it serves stamps its records
+// with; other factors carry none.
+func (s *Service) keyLinks(ctx context.Context, f Factor, now time.Time) ([]KeyLink, []byte, error) {
 	if f.Kind != KindPGP {
 		return nil, nil, nil
 	}
-	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value)
+	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value, now)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, Refuse(CodeUnknownKey, "no OpenPGP key %s is stored: upload it first", f.Value)
 	}
@@ -113,14 +114,17 @@ func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 	if len(named) == 0 {
 		return nil
 	}
-	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value)
+	// One reading of the clock both derives the links and stamps their
+	// records, so that no record states a link expired at its own time.
+	now := s.clock()
+	key, links, err := s.verifier.PGPKeyLinks(ctx, f.Value, now)
 	if errors.Is(err, ErrNotFound) {
 		links = nil // deleted: it carries nothing now
 	} else if err != nil {
 		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)
 	}
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		return s.syncKeyLinks(ctx, tx, f, key, links, s.now())
+		return s.syncKeyLinks(ctx, tx, f, key, links, now)
 	})
 	if err != nil {
 		return fmt.Errorf("identity: sync key %s: %w", f.Value, err)

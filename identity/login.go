@@ -189,7 +189,7 @@ func (s *Service) ClaimWithLogin(ctx context.Context, statement []byte, consent 
 	}
 	var id Identity
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now().UTC()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
@@ -241,7 +241,7 @@ func (s *Service) LinkLogin(ctx context.Context, statement []byte, by Consent, l
 	}
 	h := c.Handle
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now().UTC()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func (s *Service) RecordLoginEmail(ctx context.Context, h Handle, l Login) error
 		return err
 	}
 	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now().UTC()
+		now := s.clock()
 		_, recs, err := tx.IdentityRecords(ctx, h)
 		if errors.Is(err, ErrNotFound) {
 			return Refuse(CodeUnknownIdentity, "no identity has handle %q", h)
@@ -342,7 +342,7 @@ func (s *Service) DeleteWithSession(ctx context.Context, statement []byte, conse
 	h := c.Handle
 	n := 0
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now().UTC()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
@@ -405,7 +405,7 @@ func (s *Service) LoginWithKey(ctx context.Context, statement []byte, p Proof) (
 		return "", Factor{}, err
 	}
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}

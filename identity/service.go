@@ -76,6 +76,11 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 	return s, nil
 }
 
+// clock takes one reading of the Service's clock, cut to the precision
+// records keep: a write derives what it records and stamps the records
+// with this one reading.
+func (s *Service) clock() time.Time { return TruncateTime(s.now()) }
+
 // Server returns the server name statements carry.
 func (s *Service) Server() string { return s.server }
 
@@ -107,7 +112,7 @@ func (s *Service) changed(ctx context.Context, handles ...Handle) {
 func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	var changed []Handle
 	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		n := &notingTx{Tx: tx, rand: s.rand}
+		n := &notingTx{Tx: tx, rand: s.rand, publicKey: s.verifier.PublicPGPKey}
 		if err := fn(ctx, n); err != nil {
 			return err
 		}
@@ -127,21 +132,20 @@ func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx
 // notingTx is a Tx that remembers whom its appends concern.
 type notingTx struct {
 	Tx
-	rand    io.Reader
-	handles []Handle
-	keys    []Factor
+	rand      io.Reader
+	publicKey func(key []byte) ([]byte, error)
+	handles   []Handle
+	keys      []Factor
 }
 
-// Append appends e and notes whom it concerns. A record whose ID token is
-// private (Login.PublicToken unset) keeps it as an artifact it commits
-// to. A record whose ID token a
-// provider key verifies follows the oidc.jwks record of that key, which
-// is appended first if the log lacks it.
+// Append appends e and notes whom it concerns. What the record holds of a
+// person (an address, a user ID, a key's user IDs, a private ID token)
+// becomes an artifact it commits to (Evidence.keepPersonalPrivate). A
+// record whose ID token a provider key verifies follows the oidc.jwks
+// record of that key, which is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
-	if e.privateToken && len(e.Commitments) == 0 {
-		if err := e.makePrivate(n.rand, false); err != nil {
-			return err
-		}
+	if err := e.keepPersonalPrivate(n.rand, n.publicKey); err != nil {
+		return err
 	}
 	if err := recordKeySet(ctx, n.Tx, e); err != nil {
 		return err
@@ -429,13 +433,13 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 	if err != nil {
 		return Identity{}, err
 	}
-	links, keyBytes, err := s.keyLinks(ctx, v.factor)
+	now := s.clock()
+	links, keyBytes, err := s.keyLinks(ctx, v.factor, now)
 	if err != nil {
 		return Identity{}, err
 	}
 	var id Identity
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now()
 		if err := s.consume(ctx, tx, c, req.Statement, now); err != nil {
 			return err
 		}
@@ -556,17 +560,17 @@ func (s *Service) add(ctx context.Context, c *Challenge, statement []byte, newPr
 	var nv verified
 	var links []KeyLink
 	var keyBytes []byte
+	now := s.clock()
 	if newProof != nil {
 		var err error
 		if nv, err = s.verify(ctx, *newProof, c.Factor, statement); err != nil {
 			return err
 		}
-		if links, keyBytes, err = s.keyLinks(ctx, nv.factor); err != nil {
+		if links, keyBytes, err = s.keyLinks(ctx, nv.factor, now); err != nil {
 			return err
 		}
 	}
 	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}
@@ -669,7 +673,7 @@ func (s *Service) RevokeWithSession(ctx context.Context, statement []byte, conse
 
 func (s *Service) revoke(ctx context.Context, c *Challenge, statement []byte, bv verified) error {
 	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
-		now := s.now()
+		now := s.clock()
 		if err := s.consume(ctx, tx, c, statement, now); err != nil {
 			return err
 		}

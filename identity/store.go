@@ -69,6 +69,16 @@ type Tx interface {
 	// factors, and returns how many records lost them. The records and
 	// their commitments stay.
 	EraseArtifacts(ctx context.Context, h Handle) (int, error)
+	// EraseKeyArtifacts deletes what the records about the OpenPGP key
+	// (those it carries itself, its email records and their revocations:
+	// From the key, no identity) hold of a person: every artifact of
+	// theirs, or, with userID, only their whole-key artifacts (which hold
+	// every user ID) and, when email is not empty, every artifact of those
+	// linking that address. Committed addresses it erases stop being
+	// named by the records, and the key's pending mail links for them go.
+	// It returns how many records lost artifacts; the records and their
+	// commitments stay.
+	EraseKeyArtifacts(ctx context.Context, key Factor, userID bool, email string) (int, error)
 }
 
 // Store is the identity store.
@@ -78,6 +88,10 @@ type Store interface {
 	// IdentityArtifacts returns the private artifacts of the records
 	// naming h, in log order: what the identity's owner may read.
 	IdentityArtifacts(ctx context.Context, h Handle) ([]RecordArtifacts, error)
+	// KeyArtifacts returns the private artifacts of the records about the
+	// OpenPGP key (those it carries itself, its email records and their
+	// revocations), in log order: what the key's holder may read.
+	KeyArtifacts(ctx context.Context, key Factor) ([]RecordArtifacts, error)
 	// LinkedKeys returns the OpenPGP key factors that an identity's
 	// records name: among those whose values are in among, or all of
 	// them when among is nil.
@@ -122,11 +136,17 @@ type Verifier interface {
 	// the primary key itself, not by a subkey (code wrong_key).
 	VerifyPGPPrimary(ctx context.Context, fingerprint string, statement, sig []byte) (key []byte, err error)
 	// PGPKeyLinks returns the stored OpenPGP key with the fingerprint and
-	// the links it carries itself: its valid authentication subkeys as
-	// SSH factors (pgp.auth-subkey) and the emails of its valid
-	// self-signed user IDs (pgp.uid-selfsig). ErrNotFound if the key is
-	// not stored.
-	PGPKeyLinks(ctx context.Context, fingerprint string) (key []byte, links []KeyLink, err error)
+	// the links it carries itself at the instant at: its authentication
+	// subkeys valid then as SSH factors (pgp.auth-subkey) and the emails
+	// of its self-signed user IDs valid then (pgp.uid-selfsig). A write
+	// passes the one reading of its clock it stamps its records with, so
+	// that a record never states a link that had expired at its own time.
+	// ErrNotFound if the key is not stored.
+	PGPKeyLinks(ctx context.Context, fingerprint string, at time.Time) (key []byte, links []KeyLink, err error)
+	// PublicPGPKey returns what a record shows publicly of the OpenPGP key
+	// (binary transferable public key) it carries: the key without its
+	// user IDs and user attributes.
+	PublicPGPKey(key []byte) ([]byte, error)
 	// VerifyLogin re-checks a completed OpenID Connect login: its ID
 	// token must verify with its SigningKey, be issued by the account's
 	// issuer to its ClientID, be about the account's subject, and, when

@@ -67,6 +67,13 @@ type Policy struct {
 	// lacks a valid embedded primary-key binding signature. The default
 	// (false) drops such bindings, as RFC 9580 requires.
 	AllowMissingBackSignatures bool
+	// AllowNoSelfSignature keeps a key with no user ID, no user attribute
+	// and no direct self-signature instead of rejecting it
+	// (ErrNoSelfSignature): what Key.WithoutUserIDs leaves of a key, whose
+	// subkey bindings still verify. Such a key has no primary-key
+	// capabilities, expiry or preferences, which only the user IDs' self-
+	// signatures state.
+	AllowNoSelfSignature bool
 	// Issuers finds the keys that may have made a third-party
 	// certification. When a cap forces certifications out (MaxCertifications
 	// or MaxKeySize), those that verify against a key it returns are kept
@@ -312,7 +319,7 @@ func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 	}
 
 	// The key must carry at least one valid self-signature.
-	if len(uids) == 0 && len(uats) == 0 && !slices.ContainsFunc(direct, func(s keptSig) bool { return s.self != nil }) {
+	if len(uids) == 0 && len(uats) == 0 && !p.AllowNoSelfSignature && !slices.ContainsFunc(direct, func(s keptSig) bool { return s.self != nil }) {
 		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w", fprHex, ErrNoSelfSignature)
 	}
 

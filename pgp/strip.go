@@ -30,3 +30,12 @@ func (k *Key) WithUserIDs(keep func(email string) bool) *Key {
 	}
 	return &Key{packets: out}
 }
+
+// WithoutUserIDs returns k with no user ID and no user attribute: the
+// primary key, its direct signatures and every subkey with its
+// signatures. It is the part of a key the public evidence log shows,
+// which names no person (a key's user IDs stay erasable artifacts beside
+// it); Policy.AllowNoSelfSignature reads it.
+func (k *Key) WithoutUserIDs() *Key {
+	return k.WithUserIDs(func(string) bool { return false })
+}

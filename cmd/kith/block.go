@@ -108,15 +108,18 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 	// A removed or reduced key drops the identity links it carried, as
-	// any key change does: through the store's key-change hook.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
+	// any key change does: through the store's key-change hook; and the
+	// Service erases what the log's records about it hold of a person.
+	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log)
+	if err != nil {
 		return fmt.Errorf("block: %w", err)
 	}
 
 	switch verb {
 	case "add":
+		email := ""
 		if hash != nil {
-			if err := checkPacketOfStoredKey(ctx, st.Store, fp, hash, hashTag); err != nil {
+			if email, err = checkPacketOfStoredKey(ctx, st.Store, fp, hash, hashTag); err != nil {
 				return err
 			}
 		}
@@ -124,6 +127,18 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 			Origin: identity.BlockByOperator, Reason: *reason, Actor: actor})
 		if errors.Is(err, identity.ErrAlreadyBlocked) {
 			return fmt.Errorf("block: %X is already blocked (kith block list)", fp)
+		}
+		if err != nil {
+			return fmt.Errorf("block: %w", err)
+		}
+		// A blocked user ID's address, or everything of a blocked key,
+		// leaves the log's artifacts; a blocked certification names no
+		// one the key's records hold.
+		switch {
+		case hash == nil:
+			_, err = svc.EraseKey(ctx, fp)
+		case hashTag == pgp.TagUserID:
+			_, err = svc.EraseUserID(ctx, fp, email)
 		}
 		if err != nil {
 			return fmt.Errorf("block: %w", err)
@@ -217,22 +232,31 @@ func storedKey(ctx context.Context, st *postgres.Store, fp []byte) (*pgp.Key, er
 }
 
 // checkPacketOfStoredKey refuses a packet block that names no packet of
-// that kind in the stored key (a mistyped hash would block nothing).
-func checkPacketOfStoredKey(ctx context.Context, st *postgres.Store, fp, hash []byte, tag pgp.Tag) error {
+// that kind in the stored key (a mistyped hash would block nothing). For
+// a user ID it returns the user ID's address ("" when it has none).
+func checkPacketOfStoredKey(ctx context.Context, st *postgres.Store, fp, hash []byte, tag pgp.Tag) (string, error) {
 	k, err := storedKey(ctx, st, fp)
 	if err != nil || k == nil {
-		return err // not stored: the block waits for the key
+		return "", err // not stored: the block waits for the key
 	}
 	for _, bp := range pgp.BlockablePackets(k) {
 		if bytes.Equal(bp.Hash[:], hash) && (bp.Tag == tag || (tag == pgp.TagUserID && bp.Tag == pgp.TagUserAttribute)) {
-			return nil
+			if bp.Tag != pgp.TagUserID {
+				return "", nil
+			}
+			for _, u := range k.Describe().UserIDs {
+				if u.Text == bp.UserID {
+					return u.Email, nil
+				}
+			}
+			return "", nil
 		}
 	}
 	kind := "user ID"
 	if tag == pgp.TagSignature {
 		kind = "signature"
 	}
-	return fmt.Errorf("block: the stored key %X carries no %s with hash %x (kith block show %X lists them)", fp, kind, hash, fp)
+	return "", fmt.Errorf("block: the stored key %X carries no %s with hash %x (kith block show %X lists them)", fp, kind, hash, fp)
 }
 
 func showBlockable(ctx context.Context, w io.Writer, st *postgres.Store, fp []byte) error {

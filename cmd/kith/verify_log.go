@@ -83,7 +83,11 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 		}
 		bad := false
 		for _, f := range v.Add(e) {
-			if f.Unchecked {
+			switch {
+			case f.Erased:
+				fmt.Fprintf(env.stdout, "record %d: artifact erased: %s\n", f.Seq, f.Reason)
+				continue
+			case f.Unchecked:
 				fmt.Fprintf(env.stdout, "record %d: unchecked: %s\n", f.Seq, f.Reason)
 				continue
 			}
@@ -143,7 +147,10 @@ func verifyLogResult(env *environment, v *verify.LogVerifier, failed, revealed i
 	}
 	unchecked := ""
 	if n := v.Unchecked(); n > 0 {
-		unchecked = fmt.Sprintf(", %d unchecked (their ID tokens or emails are private artifacts: chain and inclusion checked, signatures not)", n)
+		unchecked = fmt.Sprintf(", %d unchecked (what they prove is in private artifacts: chain, inclusion and public packets checked, the rest not)", n)
+	}
+	if n := v.Erased(); n > 0 {
+		unchecked += fmt.Sprintf(", %d of them artifact erased", n)
 	}
 	if revealed > 0 {
 		unchecked += fmt.Sprintf(", %d checked with their artifacts", revealed)

@@ -43,7 +43,7 @@ func TestVerifyLogWithPrivateArtifacts(t *testing.T) {
 
 	out, _, err := kithCmd("verify-log", "--server", a.srv.URL)
 	if err != nil || !strings.Contains(out, "record 3: unchecked: verify login record 3: its proof is a private artifact: the ID token and email address are kept private") ||
-		!strings.Contains(out, "ok: 2 records verified, 1 unchecked (their ID tokens or emails are private artifacts") {
+		!strings.Contains(out, "ok: 2 records verified, 1 unchecked (what they prove is in private artifacts") {
 		t.Fatalf("verify-log without artifacts: %v\n%s", err, out)
 	}
 

@@ -111,3 +111,15 @@ func (t *tx) commitMail() {
 		}
 	}
 }
+
+// forget drops the mail links for the key (and, when email is not
+// empty, only those for that address).
+func (m *emailTokens) forget(key identity.Factor, email string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, tok := range m.tokens {
+		if tok.t.Key.Same(key) && (email == "" || tok.t.Email.Value == email) {
+			delete(m.tokens, k)
+		}
+	}
+}

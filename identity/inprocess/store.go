@@ -282,6 +282,20 @@ func (s *Store) IdentityArtifacts(ctx context.Context, h identity.Handle) ([]ide
 	return out, nil
 }
 
+// KeyArtifacts returns the private artifacts of the records about the
+// OpenPGP key (From it, no identity), in log order.
+func (s *Store) KeyArtifacts(ctx context.Context, key identity.Factor) ([]identity.RecordArtifacts, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []identity.RecordArtifacts
+	for i := range s.log {
+		if e := &s.log[i]; e.Handle == "" && e.From.Same(key) && len(e.Artifacts) > 0 {
+			out = append(out, identity.RecordArtifacts{Seq: e.Seq, Artifacts: cloneArtifacts(e.Artifacts)})
+		}
+	}
+	return out, nil
+}
+
 // LinkedKeys returns, sorted by fingerprint, the OpenPGP key factors
 // that an identity's records name (as From or To), among the values in
 // among (nil: all).
@@ -376,18 +390,37 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 			erase(&s.log[seq-1])
 		}
 	}
+	for _, k := range t.erasedKeys {
+		if !k.userID || k.email != "" {
+			s.mail.forget(k.key, k.email)
+		}
+		for i := range s.log {
+			e := &s.log[i]
+			if e.Handle != "" || !e.From.Same(k.key) || len(e.Commitments) == 0 {
+				continue
+			}
+			if !k.userID || k.email != "" && e.To.Kind == identity.KindEmail && e.To.Value == k.email {
+				erase(e)
+				continue
+			}
+			if i := slices.IndexFunc(e.Artifacts, func(a identity.Artifact) bool { return a.Kind == identity.ArtifactPGPKey }); i >= 0 {
+				e.Artifacts, e.Erased = slices.Delete(e.Artifacts, i, i+1), true
+			}
+		}
+	}
 	return nil
 }
 
 // erase drops a record's private artifacts, as postgres does: the ID
-// token goes, and a committed email's record stops naming the address
-// (Log still shows it as an email without a value); the commitments
-// stay.
+// token, statement and signature go, and a committed email's record stops
+// naming the address (Log still shows it as an email without a value);
+// the commitments stay.
 func erase(e *identity.Evidence) {
 	if len(e.Artifacts) == 0 {
 		return
 	}
-	e.Artifacts, e.Signature, e.Erased = nil, e.Public().Signature, true
+	pub := e.Public()
+	e.Artifacts, e.Signature, e.Statement, e.Erased = nil, pub.Signature, pub.Statement, true
 	if e.Committed(identity.ArtifactEmail) {
 		e.To = identity.Factor{}
 	}
@@ -406,7 +439,15 @@ type tx struct {
 	headSeq    int64
 	headHash   []byte
 	erased     []identity.Handle
+	erasedKeys []erasedKey
 	done       bool
+}
+
+// erasedKey is a staged EraseKeyArtifacts.
+type erasedKey struct {
+	key    identity.Factor
+	userID bool
+	email  string
 }
 
 func (t *tx) view() view { return view{s: t.s, t: t} }
@@ -537,6 +578,24 @@ func (t *tx) EraseArtifacts(ctx context.Context, h identity.Handle) (int, error)
 		}
 	}
 	t.erased = append(t.erased, h)
+	return n, nil
+}
+
+// EraseKeyArtifacts stages the erasure of what the records about the key
+// hold of a person (see identity.Tx), applied when the transaction
+// commits; it counts the records that have artifacts it erases.
+func (t *tx) EraseKeyArtifacts(ctx context.Context, key identity.Factor, userID bool, email string) (int, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range t.s.log {
+		e := &t.s.log[i]
+		if e.Handle == "" && e.From.Same(key) && len(e.Artifacts) > 0 {
+			n++
+		}
+	}
+	t.erasedKeys = append(t.erasedKeys, erasedKey{key, userID, email})
 	return n, nil
 }
 

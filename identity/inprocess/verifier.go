@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kith-keyserver/kith/identity"
 )
@@ -158,16 +159,28 @@ func (v *Verifier) VerifyPGPPrimary(ctx context.Context, fingerprint string, sta
 	return v.VerifyPGP(ctx, fingerprint, statement, sig)
 }
 
-// PGPKeyLinks returns the stored key and the links SetPGPKey gave it;
-// identity.ErrNotFound if it is not stored.
-func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte, []identity.KeyLink, error) {
+// PGPKeyLinks returns the stored key and those of the links SetPGPKey
+// gave it that have not expired at at; identity.ErrNotFound if it is not
+// stored.
+func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string, at time.Time) ([]byte, []identity.KeyLink, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	k, ok := v.keys[fingerprint]
 	if !ok {
 		return nil, nil, identity.ErrNotFound
 	}
-	return bytes.Clone(k.key), slices.Clone(k.links), nil
+	var links []identity.KeyLink
+	for _, l := range k.links {
+		if l.Expires.IsZero() || l.Expires.After(at) {
+			links = append(links, l)
+		}
+	}
+	return bytes.Clone(k.key), links, nil
+}
+
+// PublicPGPKey returns key unchanged: a fake key has no user IDs.
+func (v *Verifier) PublicPGPKey(key []byte) ([]byte, error) {
+	return bytes.Clone(key), nil
 }
 
 // VerifyLogin accepts a login whose ID token AddLogin registered, for the

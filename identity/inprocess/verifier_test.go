@@ -2,6 +2,7 @@ package inprocess_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/inprocess"
@@ -49,7 +50,7 @@ func TestVerifierRefuses(t *testing.T) {
 			t.Errorf("login %+v accepted", bad)
 		}
 	}
-	if _, _, err := v.PGPKeyLinks(ctx, "EF"); err != identity.ErrNotFound {
+	if _, _, err := v.PGPKeyLinks(ctx, "EF", time.Now()); err != identity.ErrNotFound {
 		t.Errorf("links of an unknown key: %v", err)
 	}
 }

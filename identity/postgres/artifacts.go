@@ -55,15 +55,87 @@ func decodeCommitments(b []byte) ([]identity.Commitment, error) {
 	return out, nil
 }
 
-// saveArtifacts stores the private artifacts of the appended record e.
+// saveArtifacts stores the private artifacts of the appended record e, in
+// one statement.
 func (t *tx) saveArtifacts(ctx context.Context, e *identity.Evidence) error {
-	for _, a := range e.Artifacts {
-		if _, err := t.tx.Exec(ctx, `INSERT INTO evidence_artifacts (seq, kind, salt, value) VALUES ($1, $2, $3, $4)`,
-			e.Seq, string(a.Kind), a.Salt, nonNil(a.Value)); err != nil {
-			return fmt.Errorf("postgres: append evidence %d: artifact %s: %w", e.Seq, a.Kind, err)
-		}
+	if len(e.Artifacts) == 0 {
+		return nil
+	}
+	kinds := make([]string, len(e.Artifacts))
+	salts := make([][]byte, len(e.Artifacts))
+	values := make([][]byte, len(e.Artifacts))
+	for i, a := range e.Artifacts {
+		kinds[i], salts[i], values[i] = string(a.Kind), a.Salt, nonNil(a.Value)
+	}
+	if _, err := t.tx.Exec(ctx, `INSERT INTO evidence_artifacts (seq, kind, salt, value)
+		SELECT $1, k, s, v FROM unnest($2::text[], $3::bytea[], $4::bytea[]) AS a(k, s, v)`,
+		e.Seq, kinds, salts, values); err != nil {
+		return fmt.Errorf("postgres: append evidence %d: artifacts: %w", e.Seq, err)
 	}
 	return nil
+}
+
+// EraseKeyArtifacts deletes what the records an OpenPGP key carries (and
+// the email records and server revocations about it) hold of a person
+// (see identity.Tx): every artifact of those records, or, with userID,
+// their whole-key artifacts and every artifact of those linking email.
+// The records' erased addresses are unlinked from them, their factors
+// deleted when no other record names them, and the key's pending mail
+// links for the addresses dropped.
+func (t *tx) EraseKeyArtifacts(ctx context.Context, key identity.Factor, userID bool, email string) (int, error) {
+	all := !userID
+	var n int
+	err := t.tx.QueryRow(ctx, `WITH recs AS (
+			SELECT e.seq, coalesce($3 <> '' AND tf.kind = 'email' AND tf.value = $3, false) AS addressed
+			FROM evidence e JOIN factors ff ON ff.id = e.from_factor LEFT JOIN factors tf ON tf.id = e.to_factor
+			WHERE ff.kind = $1 AND ff.value = $2 AND e.identity_id IS NULL AND e.commitments <> ''::bytea
+		), gone AS (
+			DELETE FROM evidence_artifacts a USING recs r
+			WHERE a.seq = r.seq AND ($5 OR r.addressed OR a.kind = $4)
+			RETURNING a.seq
+		)
+		SELECT count(DISTINCT seq) FROM gone`,
+		string(identity.KindPGP), key.Value, email, string(identity.ArtifactPGPKey), all).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: erase artifacts of key %s: %w", key.Value, err)
+	}
+	if _, err := t.tx.Exec(ctx, `WITH unlinked AS (
+			UPDATE evidence e SET to_factor = NULL FROM factors ff, factors tf
+			WHERE ff.id = e.from_factor AND tf.id = e.to_factor AND ff.kind = $1 AND ff.value = $2
+				AND e.identity_id IS NULL AND e.commitments <> ''::bytea
+				AND tf.kind = 'email' AND ($4 OR $3 <> '' AND tf.value = $3)
+			RETURNING tf.id
+		)
+		DELETE FROM factors f WHERE f.id IN (SELECT id FROM unlinked)
+			AND NOT EXISTS (SELECT 1 FROM evidence x WHERE x.from_factor = f.id
+				OR (x.to_factor = f.id AND x.seq NOT IN (SELECT e.seq FROM evidence e JOIN factors ff ON ff.id = e.from_factor
+					WHERE ff.kind = $1 AND ff.value = $2 AND e.identity_id IS NULL AND e.commitments <> ''::bytea)))`,
+		string(identity.KindPGP), key.Value, email, all); err != nil {
+		return 0, fmt.Errorf("postgres: erase artifacts of key %s: %w", key.Value, err)
+	}
+	if _, err := t.tx.Exec(ctx, `DELETE FROM email_tokens WHERE fingerprint = $1 AND ($3 OR $2 <> '' AND email = $2)`,
+		key.Value, email, all); err != nil {
+		return 0, fmt.Errorf("postgres: erase mail links of key %s: %w", key.Value, err)
+	}
+	return n, nil
+}
+
+// KeyArtifacts returns the private artifacts of the records the OpenPGP
+// key carries, and of the email records about it, in log order (see
+// identity.Store).
+func (s *Store) KeyArtifacts(ctx context.Context, key identity.Factor) ([]identity.RecordArtifacts, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.seq, a.kind, a.salt, a.value FROM evidence_artifacts a
+		JOIN evidence e ON e.seq = a.seq JOIN factors ff ON ff.id = e.from_factor
+		WHERE ff.kind = $1 AND ff.value = $2 AND e.identity_id IS NULL ORDER BY a.seq, a.kind`,
+		string(identity.KindPGP), key.Value)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: artifacts of key %s: %w", key.Value, err)
+	}
+	out, err := scanArtifacts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: artifacts of key %s: %w", key.Value, err)
+	}
+	return out, nil
 }
 
 // EraseArtifacts deletes the private artifacts of every record naming h
@@ -105,21 +177,27 @@ func (s *Store) IdentityArtifacts(ctx context.Context, h identity.Handle) ([]ide
 	if err != nil {
 		return nil, fmt.Errorf("postgres: artifacts of %s: %w", h, err)
 	}
-	var out []identity.RecordArtifacts
-	var seq int64
-	var kind string
-	var a identity.Artifact
-	_, err = pgx.ForEachRow(rows, []any{&seq, &kind, &a.Salt, &a.Value}, func() error {
-		a.Kind = identity.ArtifactKind(kind)
-		if n := len(out); n == 0 || out[n-1].Seq != seq {
-			out = append(out, identity.RecordArtifacts{Seq: seq})
-		}
-		out[len(out)-1].Artifacts = append(out[len(out)-1].Artifacts, identity.Artifact{
-			Kind: a.Kind, Salt: append([]byte(nil), a.Salt...), Value: append([]byte(nil), a.Value...)})
-		return nil
-	})
+	out, err := scanArtifacts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: artifacts of %s: %w", h, err)
 	}
 	return out, nil
+}
+
+// scanArtifacts reads rows of seq, kind, salt and value, ordered by seq,
+// into one RecordArtifacts per record.
+func scanArtifacts(rows pgx.Rows) ([]identity.RecordArtifacts, error) {
+	var out []identity.RecordArtifacts
+	var seq int64
+	var kind string
+	var salt, value []byte
+	_, err := pgx.ForEachRow(rows, []any{&seq, &kind, &salt, &value}, func() error {
+		if n := len(out); n == 0 || out[n-1].Seq != seq {
+			out = append(out, identity.RecordArtifacts{Seq: seq})
+		}
+		out[len(out)-1].Artifacts = append(out[len(out)-1].Artifacts, identity.Artifact{
+			Kind: identity.ArtifactKind(kind), Salt: append([]byte(nil), salt...), Value: append([]byte(nil), value...)})
+		return nil
+	})
+	return out, err
 }

@@ -100,20 +100,23 @@ func (s *Store) Log(ctx context.Context, after int64, limit int) ([]identity.Evi
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+fullColumns+`,
-			e.commitments <> ''::bytea AND NOT EXISTS (SELECT 1 FROM evidence_artifacts a WHERE a.seq = e.seq)
+			CASE WHEN e.commitments <> ''::bytea THEN (SELECT count(*) FROM evidence_artifacts a WHERE a.seq = e.seq) ELSE 0 END
 		FROM evidence e `+factorJoins+`
 		WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: evidence log: %w", err)
 	}
-	var erased []bool
-	var gone bool
-	recs, err := scanRecordsWith(rows, true, func(dst []any) []any { return append(dst, &gone) }, func() { erased = append(erased, gone) })
+	var kept []int64
+	var n int64
+	recs, err := scanRecordsWith(rows, true, func(dst []any) []any { return append(dst, &n) }, func() { kept = append(kept, n) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: evidence log: %w", err)
 	}
 	for i := range recs {
-		recs[i].Erased = erased[i]
+		// Erased: the store holds fewer artifacts than the record
+		// commits to (all of a deleted identity's or key's; a blocked
+		// user ID's, and the whole key, of a key's records).
+		recs[i].Erased = kept[i] < int64(len(recs[i].Commitments))
 		recs[i] = recs[i].Public()
 	}
 	return recs, nil
@@ -189,13 +192,16 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 		revokes = &e.Revokes
 	}
 	e.Seal(t.headSeq, t.headHash)
-	// A committed ID token is stored as an artifact, not in the row.
+	// The row holds the public form: a committed statement, signature or
+	// ID token is stored as an artifact, not in the row. (A committed
+	// address stays in its factor, which the row references and the log
+	// does not serve.)
 	pub := e.Public()
 	_, err = t.tx.Exec(ctx, `INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
 			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash, consent, commitments)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		e.Seq, string(e.Method), string(e.Purpose), identityID, string(e.Handle), fromID, toID,
-		e.Label, nonNil(e.Statement), nonNil(pub.Signature), nonNil(e.SignerKey), e.Created, nullTime(e.Expires),
+		e.Label, nonNil(pub.Statement), nonNil(pub.Signature), nonNil(pub.SignerKey), e.Created, nullTime(e.Expires),
 		revokes, e.PrevHash, e.Hash, nonNil(e.Consent), encodeCommitments(e.Commitments))
 	if err != nil {
 		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)

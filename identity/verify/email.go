@@ -21,6 +21,19 @@ func emailRecord(e *identity.Evidence) error {
 	if e.From.Kind != identity.KindPGP || e.To.Kind != identity.KindEmail {
 		return fmt.Errorf("an email.verified record links an OpenPGP key to an email, not %s to %s", e.From, e.To)
 	}
+	if e.Purpose != "" && e.Purpose != identity.PurposeRevoke {
+		return fmt.Errorf("an email.verified record with purpose %q", e.Purpose)
+	}
+	// The statement and the address are artifacts in records that commit
+	// to them: without them, what is public is checked (the key's public
+	// part is From's and names no one), and the rest waits for them.
+	links, whole, err := carriedLinks(e)
+	if err != nil && (len(e.SignerKey) > 0 || e.Purpose == "") {
+		return err
+	}
+	if err := withheld(e); err != nil {
+		return err
+	}
 	f, err := identity.ParseEmailStatement(e.Statement)
 	if err != nil {
 		return fmt.Errorf("statement: %w", err)
@@ -28,8 +41,6 @@ func emailRecord(e *identity.Evidence) error {
 	action := identity.EmailVerify
 	if e.Purpose == identity.PurposeRevoke {
 		action = identity.EmailWithdraw
-	} else if e.Purpose != "" {
-		return fmt.Errorf("an email.verified record with purpose %q", e.Purpose)
 	}
 	switch {
 	case f["action"] != string(action):
@@ -47,9 +58,8 @@ func emailRecord(e *identity.Evidence) error {
 	if action == identity.EmailWithdraw {
 		return nil
 	}
-	links, err := carriedLinks(e)
-	if err != nil {
-		return err
+	if !whole {
+		return fmt.Errorf("%w: the whole key of a verification is needed to check its user ID", ErrWithheld)
 	}
 	for _, l := range links {
 		if l.Method == identity.MethodPGPUIDSelfSig && l.To.Same(e.To) {

@@ -72,32 +72,66 @@ func oidcRecord(e *identity.Evidence) error {
 // record).
 var ErrNoConsent = errors.New("the ID token's nonce does not commit to the statement")
 
-// ErrWithheld marks a record whose ID token (or verified email) is a
-// private artifact that the record only commits to: nobody can check its
-// signature without the artifact, which its owner may hand out (or which
-// was erased with its identity). Such a record is not verified, nor
-// failed: LogVerifier reports it as unchecked.
+// ErrWithheld marks a record whose proof needs a private artifact that
+// the record only commits to (an ID token, an address, a user ID, the
+// whole OpenPGP key): nobody can check it without the artifact, which its
+// owner may hand out. Such a record is not verified, nor failed:
+// LogVerifier reports it as unchecked, after checking all the rest.
 var ErrWithheld = errors.New("its proof is a private artifact")
 
-// withheld returns ErrWithheld, wrapped, when e lacks a committed
-// artifact its check needs.
+// ErrErased marks a withheld record whose artifacts the server says it
+// erased (its identity or key was deleted, or an operator blocked them):
+// errors.Is(err, ErrWithheld) holds too.
+var ErrErased = fmt.Errorf("%w: artifact erased", ErrWithheld)
+
+// artifactNames name the kinds of artifacts in messages.
+var artifactNames = map[identity.ArtifactKind]string{
+	identity.ArtifactIDToken:   "ID token",
+	identity.ArtifactEmail:     "email address",
+	identity.ArtifactStatement: "statement",
+	identity.ArtifactSignature: "signature",
+	identity.ArtifactPGPKey:    "whole OpenPGP key",
+}
+
+// revealed reports whether e holds its artifact of kind k: among its
+// Artifacts, or in place in a full record.
+func revealed(e *identity.Evidence, k identity.ArtifactKind) bool {
+	if _, ok := e.Artifact(k); ok {
+		return true
+	}
+	switch k {
+	case identity.ArtifactIDToken, identity.ArtifactSignature:
+		return len(e.Signature) > 0
+	case identity.ArtifactEmail:
+		return e.To.Value != ""
+	case identity.ArtifactStatement:
+		return len(e.Statement) > 0
+	}
+	return false
+}
+
+// withheld returns ErrWithheld (ErrErased when the server says it erased
+// them), wrapped, when e lacks an artifact it commits to.
 func withheld(e *identity.Evidence) error {
 	missing := []string{}
-	if e.Committed(identity.ArtifactIDToken) && len(e.Signature) == 0 {
-		missing = append(missing, "ID token")
-	}
-	if e.Committed(identity.ArtifactEmail) && e.To.Value == "" {
-		missing = append(missing, "email address")
+	for _, c := range e.Commitments {
+		if !revealed(e, c.Kind) {
+			name := artifactNames[c.Kind]
+			if name == "" {
+				name = string(c.Kind)
+			}
+			missing = append(missing, name)
+		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	why := "kept private"
+	why, sentinel := "kept private", ErrWithheld
 	if e.Erased {
-		why = "gone: artifact erased with its identity"
+		why, sentinel = "gone", ErrErased
 	}
-	return fmt.Errorf("%w: the %s %s %s; the record keeps a salted commitment, so chain and inclusion are checked but not the signature",
-		ErrWithheld, strings.Join(missing, " and "), map[bool]string{true: "are", false: "is"}[len(missing) > 1], why)
+	return fmt.Errorf("%w: the %s %s %s; the record keeps a salted commitment, so its chain, inclusion and public packets are checked but not what it commits to",
+		sentinel, strings.Join(missing, " and "), map[bool]string{true: "are", false: "is"}[len(missing) > 1], why)
 }
 
 // SessionConsent re-checks offline a record the identity service wrote

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
@@ -148,7 +149,11 @@ func verifySignature(e *identity.Evidence) error {
 		}
 		return ssh.VerifySignatureBy(e.Signature, e.Statement, ssh.Namespace, pub)
 	case identity.KindPGP:
-		k, err := signerPGPKey(e)
+		// The key's public part suffices: its primary key and subkeys with
+		// their bindings, which is all a signature is checked against. (The
+		// primary key's expiry, which only its user IDs state, is checked
+		// only with the whole key.)
+		k, _, err := recordKey(e)
 		if err != nil {
 			return err
 		}
@@ -161,10 +166,10 @@ func verifySignature(e *identity.Evidence) error {
 	return fmt.Errorf("%w: %s signer", ErrNotVerifiable, e.From.Kind)
 }
 
-// signerPGPKey parses the record's OpenPGP signer key and checks that it
-// is From's.
-func signerPGPKey(e *identity.Evidence) (*pgp.Key, error) {
-	k, err := pgp.ParseKey(e.SignerKey)
+// signerPGPKey parses an OpenPGP key a record carries (its SignerKey, or
+// the whole key it commits to) and checks that it is From's.
+func signerPGPKey(e *identity.Evidence, b []byte) (*pgp.Key, error) {
+	k, err := pgp.ParseKey(b)
 	if err != nil {
 		return nil, fmt.Errorf("signer key: %w", err)
 	}
@@ -174,38 +179,97 @@ func signerPGPKey(e *identity.Evidence) (*pgp.Key, error) {
 	return k, nil
 }
 
+// recordKey returns the OpenPGP key a record's proof is checked with, and
+// whether it is the whole key. A record made before keys were private
+// artifacts carries the whole key as its SignerKey. A later one carries
+// only the key's public part (no user IDs) and commits to the whole key
+// (identity.ArtifactPGPKey): recordKey returns the whole key when it was
+// revealed, after checking that SignerKey is exactly its public part, and
+// otherwise the public part, after checking that it names no one.
+func recordKey(e *identity.Evidence) (*pgp.Key, bool, error) {
+	if !e.Committed(identity.ArtifactPGPKey) {
+		k, err := signerPGPKey(e, e.SignerKey)
+		return k, true, err
+	}
+	if whole, ok := e.Artifact(identity.ArtifactPGPKey); ok {
+		pub, err := PublicKey(whole)
+		if err != nil {
+			return nil, false, fmt.Errorf("revealed key: %w", err)
+		}
+		if !bytes.Equal(pub, e.SignerKey) {
+			return nil, false, fmt.Errorf("the signer key is not the public part of the revealed key")
+		}
+		k, err := signerPGPKey(e, whole)
+		return k, true, err
+	}
+	k, err := signerPGPKey(e, e.SignerKey)
+	if err != nil {
+		return nil, false, err
+	}
+	if !bytes.Equal(k.WithoutUserIDs().Bytes(), e.SignerKey) {
+		return nil, false, fmt.Errorf("the signer key carries user IDs, which a record keeps private")
+	}
+	return k, false, nil
+}
+
 // verifyKeyLink checks that the key From carried, when the record was
-// made, exactly the link the record holds.
+// made, exactly the link the record holds: with the whole key, every
+// link; with the public part alone, an auth subkey's binding (and that
+// the record's expiry is no later than the subkey's own), while a user
+// ID's link needs its artifacts (ErrWithheld).
 func verifyKeyLink(e *identity.Evidence) error {
 	if e.Handle != "" {
 		return fmt.Errorf("a %s record must not name an identity", e.Method)
 	}
-	links, err := carriedLinks(e)
+	links, whole, err := carriedLinks(e)
 	if err != nil {
 		return err
 	}
+	if !whole {
+		if e.Method == identity.MethodPGPUIDSelfSig {
+			return withheld(e)
+		}
+		for _, l := range links {
+			if sameLinkPackets(e, l) && (l.Expires.IsZero() || !e.Expires.IsZero() && !e.Expires.After(l.Expires)) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the public part of key %s does not carry this %s link to %s with these signatures", e.From.Value, e.Method, e.To)
+	}
+	if err := withheld(e); err != nil {
+		return err
+	}
 	for _, l := range links {
-		if l.Method == e.Method && l.To.Same(e.To) && bytes.Equal(l.To.Data, e.To.Data) &&
-			bytes.Equal(l.Statement, e.Statement) && bytes.Equal(l.Signature, e.Signature) {
+		if sameLinkPackets(e, l) && e.Expires.Equal(identity.TruncateTime(l.Expires)) {
 			return nil
 		}
 	}
-	return fmt.Errorf("the key %s does not carry this %s link to %s with these signatures", e.From.Value, e.Method, e.To)
+	return fmt.Errorf("the key %s does not carry this %s link to %s with these signatures and this expiry", e.From.Value, e.Method, e.To)
+}
+
+// sameLinkPackets reports whether the record holds link l: its method,
+// factor and the very packets that sign it.
+func sameLinkPackets(e *identity.Evidence, l identity.KeyLink) bool {
+	return l.Method == e.Method && l.To.Same(e.To) && bytes.Equal(l.To.Data, e.To.Data) &&
+		bytes.Equal(l.Statement, e.Statement) && bytes.Equal(l.Signature, e.Signature)
 }
 
 // carriedLinks returns the links the record's signer key carried when the
-// record was made.
-func carriedLinks(e *identity.Evidence) ([]identity.KeyLink, error) {
-	k, err := signerPGPKey(e)
+// record was made, and whether they were read from the whole key (see
+// recordKey).
+func carriedLinks(e *identity.Evidence) ([]identity.KeyLink, bool, error) {
+	k, whole, err := recordKey(e)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return keyLinks(k, e.Created)
+	links, err := linksAt(k, e.Created, whole)
+	return links, whole, err
 }
 
 // verifyKeyRevocation checks a server-issued revocation: the key it
 // carries must no longer hold the revoked record's link. revoked is the
-// record it names, nil when not at hand.
+// record it names, nil when not at hand. A revocation whose key was no
+// longer stored carries none: the key carried nothing then.
 func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error {
 	if e.Handle != "" || e.Revokes == 0 {
 		return fmt.Errorf("a revocation without a statement must name a key-carried record and no identity")
@@ -216,9 +280,26 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 	if revoked.Handle != "" || !revoked.From.Same(e.From) || !revoked.To.Same(e.To) {
 		return fmt.Errorf("it revokes record %d, which is not a link carried by %s", e.Revokes, e.From.Value)
 	}
-	links, err := carriedLinks(e)
+	if len(e.SignerKey) == 0 {
+		return nil
+	}
+	links, whole, err := carriedLinks(e)
 	if err != nil {
 		return err
+	}
+	// A user ID's address is an artifact: the revoked link is known only
+	// once the record it revokes was revealed.
+	known := revoked.To.Kind != identity.KindEmail || revoked.To.Value != ""
+	if !whole || !known {
+		// Even the public part shows an auth subkey's binding gone;
+		// anything else needs the artifacts.
+		if revoked.Method != identity.MethodPGPUIDSelfSig && !slices.ContainsFunc(links, func(l identity.KeyLink) bool { return sameLinkTo(revoked, l) }) {
+			return nil
+		}
+		if err := withheld(e); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the record it revokes (%d) keeps its link private", ErrWithheld, e.Revokes)
 	}
 	for _, l := range links {
 		if identity.SameLink(revoked, l) {
@@ -228,6 +309,12 @@ func verifyKeyRevocation(e *identity.Evidence, revoked *identity.Evidence) error
 	return nil
 }
 
+// sameLinkTo reports whether link l links the record's factor by its
+// method, whatever its expiry.
+func sameLinkTo(e *identity.Evidence, l identity.KeyLink) bool {
+	return l.Method == e.Method && l.To.Same(e.To) && bytes.Equal(l.To.Data, e.To.Data)
+}
+
 // Failure is one record that does not verify.
 type Failure struct {
 	Seq    int64
@@ -235,6 +322,9 @@ type Failure struct {
 	// Unchecked marks a record whose proof is a private artifact it only
 	// commits to (ErrWithheld): neither verified nor failed.
 	Unchecked bool
+	// Erased marks an unchecked record whose artifacts the server erased
+	// (ErrErased).
+	Erased bool
 }
 
 // LogVerifier re-verifies a log record by record, in order: the chain
@@ -254,6 +344,7 @@ type LogVerifier struct {
 	replay    replay
 	count     int
 	unchecked int
+	erased    int
 }
 
 // Add verifies the next record and returns what is wrong with it.
@@ -290,8 +381,11 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 	}
 	switch {
 	case errors.Is(err, ErrWithheld):
-		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true})
+		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true, Erased: errors.Is(err, ErrErased)})
 		v.unchecked++
+		if errors.Is(err, ErrErased) {
+			v.erased++
+		}
 	case err != nil:
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error()})
 	}
@@ -362,6 +456,10 @@ func (v *LogVerifier) Count() int { return v.count }
 // Unchecked returns how many of them were unchecked (their proofs are
 // private artifacts).
 func (v *LogVerifier) Unchecked() int { return v.unchecked }
+
+// Erased returns how many of the unchecked records were so because the
+// server erased their artifacts.
+func (v *LogVerifier) Erased() int { return v.erased }
 
 // Head returns the last record's sequence number and hash.
 func (v *LogVerifier) Head() (int64, []byte) { return v.prevSeq, v.prevHash }

@@ -25,11 +25,10 @@ type KeyFinder interface {
 
 // Verifier checks possession proofs for package identity: SSHSIG with
 // package ssh, OpenPGP signatures with package pgp against the stored key.
+// It reads no clock: the links a key carries are derived at the instant
+// the caller (the write that records them) names.
 type Verifier struct {
 	Keys KeyFinder
-	// Now is the clock that decides whether an auth subkey has expired;
-	// nil means time.Now.
-	Now func() time.Time
 }
 
 var _ identity.Verifier = (*Verifier)(nil)
@@ -141,28 +140,61 @@ func pgpRefusal(err error) error {
 	return identity.RefuseErr(identity.CodeBadSignature, err, "the OpenPGP signature does not verify")
 }
 
-// PGPKeyLinks returns the stored key and the links it carries: valid
-// authentication subkeys as SSH keys, and the emails of valid self-signed
-// user IDs.
-func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string) ([]byte, []identity.KeyLink, error) {
+// PGPKeyLinks returns the stored key and the links it carries at the
+// instant at: authentication subkeys valid then as SSH keys, and the
+// emails of self-signed user IDs valid then.
+func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string, at time.Time) ([]byte, []identity.KeyLink, error) {
 	k, err := v.StoredKey(ctx, fingerprint)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
-	links, err := keyLinks(k, now)
+	links, err := keyLinks(k, at)
 	if err != nil {
 		return nil, nil, err
 	}
 	return k.Bytes(), links, nil
 }
 
-// keyLinks lists the links k carries at time now.
+// PublicPGPKey returns the key without its user IDs and user attributes:
+// what a record shows of the OpenPGP key it carries.
+func (v *Verifier) PublicPGPKey(key []byte) ([]byte, error) {
+	return PublicKey(key)
+}
+
+// PublicKey returns an OpenPGP key (binary transferable public key)
+// without its user IDs and user attributes (pgp.Key.WithoutUserIDs).
+func PublicKey(key []byte) ([]byte, error) {
+	k, err := pgp.ParseKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("verify: public key: %w", err)
+	}
+	return k.WithoutUserIDs().Bytes(), nil
+}
+
+// policyAt is the policy the links a key carries are read with at the
+// instant now: the default one, with now as its clock, so that the
+// signatures it keeps are those it kept at the record's own time.
+func policyAt(now time.Time) pgp.Policy {
+	p := pgp.DefaultPolicy()
+	p.Now = func() time.Time { return now }
+	return p
+}
+
+// keyLinks lists the links the whole key k carries at time now:
+// everything it reads, expiry and the policy's clock alike, is taken at
+// now.
 func keyLinks(k *pgp.Key, now time.Time) ([]identity.KeyLink, error) {
-	applied, _, err := pgp.DefaultPolicy().Apply(k)
+	return linksAt(k, now, true)
+}
+
+// linksAt is keyLinks for a whole key, or, with whole false, for a key's
+// public part (pgp.Key.WithoutUserIDs), which carries only its auth
+// subkeys' links, each expiring with the subkey (the primary key's own
+// expiry is stated in the user IDs' self-signatures).
+func linksAt(k *pgp.Key, now time.Time, whole bool) ([]identity.KeyLink, error) {
+	p := policyAt(now)
+	p.AllowNoSelfSignature = !whole
+	applied, _, err := p.Apply(k)
 	if err != nil {
 		return nil, fmt.Errorf("verify: key links: %w", err)
 	}

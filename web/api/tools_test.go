@@ -120,7 +120,7 @@ func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st, Now: opts.Now}, identity.ServiceOptions{Server: serverName, Now: opts.Now, Hosts: testHosts(t),
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: serverName, Now: opts.Now, Hosts: testHosts(t),
 		CA: verify.CertificateAuthority{CA: testCA(t)}})
 	if err != nil {
 		t.Fatal(err)
