@@ -112,7 +112,7 @@ func (s *Service) changed(ctx context.Context, handles ...Handle) {
 func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	var changed []Handle
 	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		n := &notingTx{Tx: tx, rand: s.rand, publicKey: s.verifier.PublicPGPKey}
+		n := &notingTx{Tx: tx, rand: s.rand, verifier: s.verifier}
 		if err := fn(ctx, n); err != nil {
 			return err
 		}
@@ -132,10 +132,10 @@ func (s *Service) update(ctx context.Context, fn func(ctx context.Context, tx Tx
 // notingTx is a Tx that remembers whom its appends concern.
 type notingTx struct {
 	Tx
-	rand      io.Reader
-	publicKey func(key []byte) ([]byte, error)
-	handles   []Handle
-	keys      []Factor
+	rand     io.Reader
+	verifier Verifier
+	handles  []Handle
+	keys     []Factor
 }
 
 // Append appends e and notes whom it concerns. What the record holds of a
@@ -144,10 +144,10 @@ type notingTx struct {
 // record whose ID token a provider key verifies follows the oidc.jwks
 // record of that key, which is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
-	if err := e.keepPersonalPrivate(n.rand, n.publicKey); err != nil {
+	if err := e.keepPersonalPrivate(n.rand, n.verifier.PublicPGPKey); err != nil {
 		return err
 	}
-	if err := recordKeySet(ctx, n.Tx, e); err != nil {
+	if err := recordKeySet(ctx, n.Tx, n.verifier, e); err != nil {
 		return err
 	}
 	if err := n.Tx.Append(ctx, e); err != nil {
@@ -168,15 +168,26 @@ func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
 const KeySetStatementTitle = "Kith OpenID Connect provider key"
 
 // recordKeySet appends the oidc.jwks record of the provider key that
-// verified e's ID token, unless the log holds it already.
-func recordKeySet(ctx context.Context, tx Tx, e *Evidence) error {
+// verified e's ID token, unless the log holds it already: one record per
+// key, known by its JWK thumbprint (RFC 7638), not by the bytes it was
+// fetched as.
+func recordKeySet(ctx context.Context, tx Tx, v Verifier, e *Evidence) error {
 	if e.From.Kind != KindOIDC || len(e.SignerKey) == 0 || e.Method == MethodOIDCKeySet {
 		return nil
 	}
 	issuer, _, _ := strings.Cut(e.From.Value, " ")
-	ok, err := tx.KeySetRecorded(ctx, issuer, e.SignerKey)
-	if err != nil || ok {
+	want, err := v.JWKThumbprint(e.SignerKey)
+	if err != nil {
+		return fmt.Errorf("provider key of %s: %w", issuer, err)
+	}
+	recorded, err := tx.KeySets(ctx, issuer)
+	if err != nil {
 		return err
+	}
+	for _, jwk := range recorded {
+		if t, err := v.JWKThumbprint(jwk); err == nil && t == want {
+			return nil
+		}
 	}
 	statement := fmt.Sprintf("%s\n\nissuer: %s\nrecorded: %s\n", KeySetStatementTitle, issuer, e.Created.UTC().Format(time.RFC3339))
 	return tx.Append(ctx, &Evidence{

@@ -46,9 +46,9 @@ type Tx interface {
 	// it as issued. ErrNotFound if there is none, ErrNonceUsed if it was
 	// answered before, ErrChallengeExpired if it expired before now.
 	ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) (*Challenge, error)
-	// KeySetRecorded reports whether the log holds an oidc.jwks record
-	// of the provider with issuer for exactly the JWK jwk.
-	KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error)
+	// KeySets returns the JWKs of the provider with issuer that the
+	// log's oidc.jwks records hold, as recorded.
+	KeySets(ctx context.Context, issuer string) ([][]byte, error)
 	// KeyRecorded reports whether the log holds a record with method m
 	// whose SignerKey is exactly key (an ssh.ca-key record of a CA key).
 	KeyRecorded(ctx context.Context, m Method, key []byte) (bool, error)
@@ -143,6 +143,10 @@ type Verifier interface {
 	// that a record never states a link that had expired at its own time.
 	// ErrNotFound if the key is not stored.
 	PGPKeyLinks(ctx context.Context, fingerprint string, at time.Time) (key []byte, links []KeyLink, err error)
+	// JWKThumbprint returns the RFC 7638 thumbprint of a provider's
+	// public signing JWK: one provider key has one thumbprint, whatever
+	// JSON it is written in.
+	JWKThumbprint(jwk []byte) (string, error)
 	// PublicPGPKey returns what a record shows publicly of the OpenPGP key
 	// (binary transferable public key) it carries: the key without its
 	// user IDs and user attributes.

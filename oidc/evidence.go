@@ -7,6 +7,7 @@ package oidc
 import (
 	"context"
 	"crypto"
+	"encoding/base64"
 	"fmt"
 	"slices"
 
@@ -20,6 +21,22 @@ func CheckSigningJWK(jwk []byte) error {
 		return fmt.Errorf("oidc: %w", err)
 	}
 	return nil
+}
+
+// JWKThumbprint returns the RFC 7638 SHA-256 thumbprint of a public
+// signing JWK, base64url without padding: what names a provider key
+// whatever the JSON it was written in (member order, white space, extra
+// members such as "kid" or "alg").
+func JWKThumbprint(jwk []byte) (string, error) {
+	key, err := parseSigningJWK(jwk)
+	if err != nil {
+		return "", fmt.Errorf("oidc: %w", err)
+	}
+	t, err := key.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("oidc: JWK thumbprint: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(t), nil
 }
 
 // parseSigningJWK parses a JWK that must be a public key for signatures.

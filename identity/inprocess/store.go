@@ -523,21 +523,21 @@ func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) 
 	return &out, nil
 }
 
-// KeySetRecorded reports whether an oidc.jwks record of the provider
-// with issuer holds exactly jwk, committed or staged.
-func (t *tx) KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error) {
+// KeySets returns the JWKs of the oidc.jwks records of the provider with
+// issuer, committed or staged.
+func (t *tx) KeySets(ctx context.Context, issuer string) ([][]byte, error) {
 	if err := t.check(); err != nil {
-		return false, err
+		return nil, err
 	}
+	var out [][]byte
 	for _, log := range [][]identity.Evidence{t.s.log, t.appended} {
 		for _, e := range log {
-			if e.Method == identity.MethodOIDCKeySet && e.From.Kind == identity.KindOIDCProvider &&
-				e.From.Value == issuer && bytes.Equal(e.SignerKey, jwk) {
-				return true, nil
+			if e.Method == identity.MethodOIDCKeySet && e.From.Kind == identity.KindOIDCProvider && e.From.Value == issuer {
+				out = append(out, bytes.Clone(e.SignerKey))
 			}
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 // Append seals e after the log's last record (identity.Evidence.Seal)

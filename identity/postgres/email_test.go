@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -100,19 +101,46 @@ func TestVerifiedEmailLookups(t *testing.T) {
 	if keys, _ := s.VerifiedKeys(ctx, "alice@example.org"); len(keys) != 0 {
 		t.Errorf("after the withdrawal: %v", keys)
 	}
-	// The records verify offline, as kith verify-log checks them.
+	// The public records name no address: it, the statement naming it and
+	// the whole key are artifacts, unchecked without them.
 	recs, err := s.Log(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var public verify.LogVerifier
+	for i := range recs {
+		if bytes.Contains(recs[i].CanonicalBytes(), []byte("alice@example.org")) || bytes.Contains(recs[i].SignerKey, []byte("Alice")) {
+			t.Errorf("public record %d names alice", recs[i].Seq)
+		}
+		for _, f := range public.Add(&recs[i]) {
+			if !f.Unchecked {
+				t.Errorf("public record %d: %s", f.Seq, f.Reason)
+			}
+		}
+	}
+	if public.Unchecked() != 2 {
+		t.Errorf("%d public records unchecked, want 2", public.Unchecked())
+	}
+	// With the artifacts the key's holder reads, the records verify
+	// offline, as kith verify-log --artifacts checks them.
+	arts, err := s.KeyArtifacts(ctx, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arts) != 2 {
+		t.Fatalf("artifacts of %d records, want 2", len(arts))
+	}
 	var v verify.LogVerifier
 	for i := range recs {
+		if err := recs[i].Reveal(arts[i].Artifacts); err != nil {
+			t.Fatal(err)
+		}
 		for _, f := range v.Add(&recs[i]) {
 			t.Errorf("record %d: %s", f.Seq, f.Reason)
 		}
 	}
-	if v.Count() != 2 {
-		t.Errorf("%d records, want 2", v.Count())
+	if v.Count() != 2 || v.Unchecked() != 0 {
+		t.Errorf("%d records, %d unchecked, want 2 checked", v.Count(), v.Unchecked())
 	}
 	// A record that says another address than its statement, or names a
 	// key that never carried the address, does not verify.

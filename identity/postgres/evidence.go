@@ -149,17 +149,20 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// KeySetRecorded reports whether an oidc.jwks record of the provider
-// with issuer holds exactly jwk (see identity.Tx).
-func (t *tx) KeySetRecorded(ctx context.Context, issuer string, jwk []byte) (bool, error) {
-	var ok bool
-	err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM evidence e JOIN factors ff ON ff.id = e.from_factor
-		WHERE ff.kind = $1 AND ff.value = $2 AND e.method = $3 AND e.signer_key = $4)`,
-		string(identity.KindOIDCProvider), issuer, string(identity.MethodOIDCKeySet), jwk).Scan(&ok)
+// KeySets returns the JWKs of the oidc.jwks records of the provider with
+// issuer (see identity.Tx).
+func (t *tx) KeySets(ctx context.Context, issuer string) ([][]byte, error) {
+	rows, err := t.tx.Query(ctx, `SELECT e.signer_key FROM evidence e JOIN factors ff ON ff.id = e.from_factor
+		WHERE ff.kind = $1 AND ff.value = $2 AND e.method = $3 ORDER BY e.seq`,
+		string(identity.KindOIDCProvider), issuer, string(identity.MethodOIDCKeySet))
 	if err != nil {
-		return false, fmt.Errorf("postgres: key set of %s: %w", issuer, err)
+		return nil, fmt.Errorf("postgres: key sets of %s: %w", issuer, err)
 	}
-	return ok, nil
+	jwks, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: key sets of %s: %w", issuer, err)
+	}
+	return jwks, nil
 }
 
 // Append seals e after the log's head and stores it (see identity.Tx).

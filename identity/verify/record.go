@@ -336,7 +336,8 @@ type LogVerifier struct {
 	// keyLinks remembers key-carried records, for their revocations.
 	keyLinks map[int64]*identity.Evidence
 	// keySets holds the provider keys of oidc.jwks records so far, by
-	// issuer and then JWK.
+	// issuer and then JWK thumbprint (RFC 7638): one key is one key,
+	// whatever JSON a record wrote it in.
 	keySets map[string]map[string]bool
 	// caKeys holds the CA keys of ssh.ca-key records so far.
 	caKeys map[string]bool
@@ -404,7 +405,9 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		if v.keySets[e.From.Value] == nil {
 			v.keySets[e.From.Value] = map[string]bool{}
 		}
-		v.keySets[e.From.Value][string(e.SignerKey)] = true
+		if t, terr := oidc.JWKThumbprint(e.SignerKey); terr == nil {
+			v.keySets[e.From.Value][t] = true
+		}
 	}
 	if e.Method == identity.MethodSSHCAKey && err == nil {
 		if v.caKeys == nil {
@@ -427,7 +430,7 @@ func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
 		return nil
 	}
 	issuer, _, _ := strings.Cut(e.From.Value, " ")
-	if !v.keySets[issuer][string(e.SignerKey)] {
+	if t, err := oidc.JWKThumbprint(e.SignerKey); err != nil || !v.keySets[issuer][t] {
 		return fmt.Errorf("its ID token is checked with a key of %s that no earlier oidc.jwks record published", issuer)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
 )
@@ -153,6 +154,12 @@ func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string, at time.
 		return nil, nil, err
 	}
 	return k.Bytes(), links, nil
+}
+
+// JWKThumbprint returns the RFC 7638 thumbprint of a provider's signing
+// JWK (oidc.JWKThumbprint).
+func (v *Verifier) JWKThumbprint(jwk []byte) (string, error) {
+	return oidc.JWKThumbprint(jwk)
 }
 
 // PublicPGPKey returns the key without its user IDs and user attributes:
