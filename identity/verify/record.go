@@ -179,14 +179,30 @@ func signerPGPKey(e *identity.Evidence, b []byte) (*pgp.Key, error) {
 	return k, nil
 }
 
-// recordKey returns the OpenPGP key a record's proof is checked with, and
-// whether it is the whole key. A record made before keys were private
-// artifacts carries the whole key as its SignerKey. A later one carries
-// only the key's public part (no user IDs) and commits to the whole key
+// recordKey returns the OpenPGP key a record's proof is checked with, as
+// the policy keeps it at the record's time, and whether it is the whole
+// key. A record made before keys were private artifacts carries the
+// whole key as its SignerKey. A later one carries only the key's public
+// part (no user IDs) and commits to the whole key
 // (identity.ArtifactPGPKey): recordKey returns the whole key when it was
 // revealed, after checking that SignerKey is exactly its public part, and
 // otherwise the public part, after checking that it names no one.
 func recordKey(e *identity.Evidence) (*pgp.Key, bool, error) {
+	k, whole, err := recordKeyPackets(e)
+	if err != nil {
+		return nil, false, err
+	}
+	p := policyAt(e.Created)
+	p.AllowNoSelfSignature = !whole
+	applied, _, err := p.Apply(k)
+	if err != nil {
+		return nil, false, fmt.Errorf("signer key: %w", err)
+	}
+	return applied, whole, nil
+}
+
+// recordKeyPackets is recordKey before the policy.
+func recordKeyPackets(e *identity.Evidence) (*pgp.Key, bool, error) {
 	if !e.Committed(identity.ArtifactPGPKey) {
 		k, err := signerPGPKey(e, e.SignerKey)
 		return k, true, err
@@ -258,7 +274,7 @@ func sameLinkPackets(e *identity.Evidence, l identity.KeyLink) bool {
 // record was made, and whether they were read from the whole key (see
 // recordKey).
 func carriedLinks(e *identity.Evidence) ([]identity.KeyLink, bool, error) {
-	k, whole, err := recordKey(e)
+	k, whole, err := recordKeyPackets(e)
 	if err != nil {
 		return nil, false, err
 	}
