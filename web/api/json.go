@@ -38,7 +38,10 @@ type LogRecord struct {
 	Statement []byte `json:"statement"`
 	Signature []byte `json:"signature"`
 	// SignerKey is the signer's key blob for an SSH signer;
-	// SignerKeyArmored is the OpenPGP signer's key as the store held it.
+	// SignerKeyArmored is the OpenPGP signer's key: as the store held it
+	// in records made before keys were private artifacts, and without its
+	// user IDs (the whole key being an artifact the record commits to) in
+	// later ones.
 	SignerKey        []byte     `json:"signer_key,omitempty"`
 	SignerKeyArmored string     `json:"signer_key_armored,omitempty"`
 	Created          time.Time  `json:"created"`
@@ -48,10 +51,12 @@ type LogRecord struct {
 	// identity.ConsentNonce); absent in other records.
 	Consent []byte `json:"consent,omitempty"`
 	// Commitments are the salted hashes of the record's private
-	// artifacts (an ID token, a provider-verified email), which the
-	// record's hash covers in their place; Erased says the server no
-	// longer holds those artifacts (the identity was deleted), and is not
-	// covered by the hash.
+	// artifacts (an ID token, an email address, a user ID and its
+	// self-signature, a statement naming an address, the whole OpenPGP
+	// key), which the record's hash covers in their place; Erased says
+	// the server no longer holds some of those artifacts (the identity or
+	// the key was deleted, or an operator blocked it), and is not covered
+	// by the hash.
 	Commitments []JSONCommitment `json:"commitments,omitempty"`
 	Erased      bool             `json:"artifacts_erased,omitempty"`
 	PrevHash    string           `json:"prev_hash"`

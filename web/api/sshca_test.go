@@ -75,27 +75,6 @@ func (k *kith) krl() (*ssh.KRL, []byte) {
 	return krl, []byte(body)
 }
 
-// verifyCertLog re-verifies the whole log as kith verify-log does and
-// returns the records.
-func (k *kith) verifyCertLog() []*identity.Evidence {
-	k.t.Helper()
-	var page api.LogPage
-	k.call("GET", "/api/v1/log?limit=1000", nil, &page)
-	var v verify.LogVerifier
-	var out []*identity.Evidence
-	for _, r := range page.Records {
-		e, err := r.Evidence()
-		if err != nil {
-			k.t.Fatal(err)
-		}
-		if fs := v.Add(e); len(fs) > 0 {
-			k.t.Errorf("record %d (%s): %+v", r.Seq, r.Method, fs)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // keygenQuery runs ssh-keygen -Q on a certificate line with the KRL and
 // reports whether it is revoked.
 func keygenQuery(t *testing.T, krl []byte, certLine string) bool {
@@ -159,7 +138,7 @@ func TestSSHCertificateIssuedPublishedRevoked(t *testing.T) {
 	if len(doc.Certificates) != 2 || doc.Certificates[0].Serial != int64(ca.Serial) || doc.Certificates[0].State != "valid" {
 		t.Fatalf("document's certificates: %+v", doc.Certificates)
 	}
-	recs := k.verifyCertLog()
+	recs := k.verifiedLog()
 	var certRecs int
 	for _, e := range recs {
 		if e.Method == identity.MethodSSHCertificate {
@@ -298,7 +277,7 @@ func TestVerifyLogRefusesForgedCertificates(t *testing.T) {
 	if st, code, _ := k.certify("nora", a, api.CertificateRequest{}); st != 201 {
 		t.Fatalf("certificate: %d %s", st, code)
 	}
-	recs := k.verifyCertLog()
+	recs := k.verifiedLog()
 	last := recs[len(recs)-1]
 	forge := func(ca *ssh.CA, key sshKey) *identity.Evidence {
 		t.Helper()
@@ -389,7 +368,7 @@ func TestStrangersBindingOfAnSSHKeyGetsNoCertificate(t *testing.T) {
 	if st, code, _ := k.certify("alice", alice, api.CertificateRequest{}); st != http.StatusCreated {
 		t.Errorf("alice's certificate for her key: %d %s", st, code)
 	}
-	k.verifyCertLog()
+	k.verifiedLog()
 }
 
 // TestKRLOfAnotherNodeFollowsARevocation: a node that made its list
