@@ -48,7 +48,17 @@ const (
 	// link), and Reveal leaves it so: a checker reads the whole key with
 	// Evidence.Artifact.
 	ArtifactPGPKey ArtifactKind = "pgp_key"
+	// ArtifactSubject is the subject of a pseudonymous OpenID Connect
+	// account (PseudonymousOIDCFactor), whose commitment is the account's
+	// pseudonym: every record carrying the account's ID token commits to
+	// it with the account's one salt.
+	ArtifactSubject ArtifactKind = "oidc_subject"
 )
+
+// SubjectArtifact is the artifact of an account's subject with its salt.
+func SubjectArtifact(salt []byte, subject string) Artifact {
+	return Artifact{Kind: ArtifactSubject, Salt: bytes.Clone(salt), Value: []byte(subject)}
+}
 
 // ArtifactSaltSize is the size of an artifact's salt.
 const ArtifactSaltSize = 32
@@ -160,6 +170,17 @@ func (e *Evidence) Reveal(arts []Artifact) error {
 	return nil
 }
 
+// commitArtifact commits the record to a, salt and all (an account's
+// subject, whose salt is the account's own), unless it commits to an
+// artifact of a's kind already.
+func (e *Evidence) commitArtifact(a Artifact) {
+	if e.Committed(a.Kind) {
+		return
+	}
+	e.Artifacts = append(e.Artifacts, a)
+	e.Commitments = append(e.Commitments, a.Commit())
+}
+
 // commit keeps value, an artifact of kind k, out of the record's public
 // entry: it becomes one of Artifacts, with a fresh salt from r, and the
 // record commits to it. The full record keeps the value in its field
@@ -203,6 +224,12 @@ func (e *Evidence) makePrivate(r io.Reader, email bool) error {
 // whole key an ArtifactPGPKey. A record whose ID token is private commits
 // to it too. Every record the Service appends passes through it.
 func (e *Evidence) keepPersonalPrivate(r io.Reader, publicKey func([]byte) ([]byte, error)) error {
+	if e.subject != nil {
+		// The ID token names the subject: it is private whatever else it
+		// holds.
+		e.privateToken = true
+		e.commitArtifact(*e.subject)
+	}
 	if e.privateToken {
 		if err := e.makePrivate(r, false); err != nil {
 			return err

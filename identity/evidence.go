@@ -159,6 +159,9 @@ type Evidence struct {
 	// privateToken: the Service is to keep the record's ID token out of
 	// its public entry when it appends it.
 	privateToken bool
+	// subject, for a record carrying the ID token of a pseudonymous
+	// account, is its subject's artifact, which the record commits to.
+	subject *Artifact
 	// PrevHash is the Hash of record Seq-1 (ZeroHash for record 1), and
 	// Hash is the SHA-256 of this record's canonical encoding, which
 	// covers PrevHash.

@@ -3,6 +3,7 @@
 package identity
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -71,6 +72,28 @@ func SSHFactor(fingerprint string, blob []byte) Factor {
 // OIDCFactor returns the factor of an OpenID Connect account.
 func OIDCFactor(issuer, subject string) Factor {
 	return Factor{Kind: KindOIDC, Value: issuer + " " + subject}
+}
+
+// pseudonymPrefix starts the subject part of a pseudonymous account's
+// factor value.
+const pseudonymPrefix = "~"
+
+// PseudonymousOIDCFactor returns the factor an OpenID Connect account is
+// recorded under when its subject is kept private: the issuer, a space,
+// "~" and the base64url commitment to the subject with salt
+// (SubjectArtifact). One account has one salt, so every record names it
+// alike, and nobody without the salt can tell whose it is, even for a
+// provider whose subjects are addresses or directory names.
+func PseudonymousOIDCFactor(issuer string, salt []byte, subject string) Factor {
+	c := SubjectArtifact(salt, subject).Commit()
+	return OIDCFactor(issuer, pseudonymPrefix+base64.RawURLEncoding.EncodeToString(c.Hash))
+}
+
+// Pseudonymous reports whether f is an OpenID Connect account recorded
+// under a pseudonym (PseudonymousOIDCFactor).
+func (f Factor) Pseudonymous() bool {
+	_, sub, _ := strings.Cut(f.Value, " ")
+	return f.Kind == KindOIDC && strings.HasPrefix(sub, pseudonymPrefix)
 }
 
 // EmailFactor returns the factor of an email address (lower-cased).

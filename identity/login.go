@@ -6,8 +6,11 @@ package identity
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -43,7 +46,83 @@ type Login struct {
 	// login's commitment to its statement (see Consent). The Service sets
 	// it; a frontend leaves it empty.
 	Nonce string
+	// Subject and SubjectSalt, for a pseudonymous Account (see
+	// Service.OIDCAccount), are the account's subject and the salt its
+	// pseudonym commits to it with. Every record carrying the login's ID
+	// token (which names the subject) then keeps the token private and
+	// commits to the subject.
+	Subject     string
+	SubjectSalt []byte
 }
+
+// subjectArtifact returns the artifact of a pseudonymous account's
+// subject, nil for an account recorded under its subject.
+func (l Login) subjectArtifact() *Artifact {
+	if !l.Account.Pseudonymous() {
+		return nil
+	}
+	a := SubjectArtifact(l.SubjectSalt, l.Subject)
+	return &a
+}
+
+// OIDCAccount returns the factor a login by the account with issuer and
+// subject is recorded under, and, for a pseudonymous one, the salt its
+// pseudonym commits with (see Login.Subject). An account whose subject is
+// opaque (OpaqueSubject) is recorded under it, and so is one the store
+// knows by its subject already (recorded before accounts were
+// pseudonymous), so that its identity stays its own. Any other account
+// (a subject that is an address or a directory name) is pseudonymous,
+// with one salt, made on its first login and kept until its identity is
+// deleted; its ID tokens, which name the subject, are then private
+// artifacts too, so its consent logins are checked only with its owner's
+// artifacts.
+func (s *Service) OIDCAccount(ctx context.Context, issuer, subject string) (Factor, []byte, error) {
+	clear := OIDCFactor(issuer, subject)
+	if err := clear.Validate(); err != nil {
+		return Factor{}, nil, RefuseErr(CodeBadFactor, err, "bad account")
+	}
+	if OpaqueSubject(subject) {
+		return clear, nil, nil
+	}
+	fresh := make([]byte, ArtifactSaltSize)
+	if _, err := io.ReadFull(s.rand, fresh); err != nil {
+		return Factor{}, nil, fmt.Errorf("identity: account salt: %w", err)
+	}
+	salt, known, err := s.store.AccountSalt(ctx, issuer, subject, fresh)
+	if err != nil {
+		return Factor{}, nil, fmt.Errorf("identity: account of %s: %w", issuer, err)
+	}
+	if known {
+		return clear, nil, nil
+	}
+	return PseudonymousOIDCFactor(issuer, salt, subject), salt, nil
+}
+
+// OpaqueSubject reports whether an OpenID Connect subject looks like an
+// identifier that names no one (a number, a UUID, a random string), as
+// OpenID Connect asks subjects to be: it holds no "@", "=", ",", space or
+// control character, and, base64-decoded, no address or directory name
+// (some providers wrap an LDAP name or an address with their connector's
+// name in base64). A user name is not caught: it passes for opaque.
+func OpaqueSubject(sub string) bool {
+	personal := func(s string) bool {
+		return strings.ContainsAny(s, "@=, \t\n") || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != 0 })
+	}
+	trimmed := strings.TrimRight(sub, "=")
+	if personal(trimmed) {
+		return false
+	}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(trimmed); err == nil && wrappedName.Match(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// wrappedName finds an address or a directory name's attribute inside a
+// decoded subject.
+var wrappedName = regexp.MustCompile(`(?i)[a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)+|\b(cn|uid|ou|dc|o|mail)=`)
 
 // LoginStatementTitle starts the statement of every login record.
 const LoginStatementTitle = "Kith OpenID Connect login"
@@ -113,6 +192,7 @@ func (s *Service) loginRecord(purpose Purpose, h Handle, linked Factor, by Login
 		Method: MethodOIDCLogin, Purpose: purpose, Handle: h, From: by.Account, To: linked,
 		Statement: loginStatement(s.server, purpose, h, shown, by, Factor{}, now),
 		Signature: []byte(by.IDToken), SignerKey: by.SigningKey, Created: now,
+		subject: by.subjectArtifact(),
 	}
 	if by.PublicToken {
 		return e, nil
@@ -128,6 +208,7 @@ func (s *Service) emailRecord(h Handle, l Login, now time.Time) (*Evidence, erro
 		Method: MethodOIDCEmailVerified, Handle: h, From: l.Account, To: l.Email,
 		Statement: loginStatement(s.server, "", h, l.Email, l, l.Email, now),
 		Signature: []byte(l.IDToken), SignerKey: l.SigningKey, Created: now,
+		subject: l.subjectArtifact(),
 	}
 	return e, e.makePrivate(s.rand, true)
 }

@@ -327,6 +327,8 @@ type verified struct {
 	// private: the signature is an ID token to keep out of the public
 	// entry (see Login.PublicToken).
 	private bool
+	// subject is a pseudonymous account's subject (Login.Subject).
+	subject *Artifact
 }
 
 // verify checks p over statement. want, when not zero, is the factor p
@@ -376,7 +378,8 @@ func (s *Service) verifyLogin(ctx context.Context, l Login) (verified, error) {
 	if err := s.verifier.VerifyLogin(ctx, l); err != nil {
 		return verified{}, asRefusal(err, CodeBadSignature, "the login's ID token")
 	}
-	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey, private: !l.PublicToken}, nil
+	return verified{factor: l.Account, method: MethodOIDCLogin, signature: []byte(l.IDToken), signerKey: l.SigningKey,
+		private: !l.PublicToken, subject: l.subjectArtifact()}, nil
 }
 
 // asRefusal keeps a refusal's code, and makes any other error one with
@@ -416,7 +419,7 @@ func record(v verified, c *Challenge, to Factor, statement []byte, label string,
 	return &Evidence{
 		Method: v.method, Purpose: c.Purpose, Handle: c.Handle, From: v.factor, To: to, Label: label,
 		Statement: bytes.Clone(statement), Signature: bytes.Clone(v.signature), SignerKey: v.signerKey,
-		Consent: bytes.Clone(v.consent), Created: now, privateToken: v.private,
+		Consent: bytes.Clone(v.consent), Created: now, privateToken: v.private, subject: v.subject,
 	}
 }
 

@@ -112,6 +112,13 @@ type Store interface {
 	// LiveCertificates returns the ssh.certificate records, with every
 	// byte, whose Expires is after now, in log order.
 	LiveCertificates(ctx context.Context, now time.Time) ([]Evidence, error)
+	// AccountSalt returns the salt of the OpenID Connect account with
+	// issuer and subject, storing fresh as it if it has none, or known
+	// true when the store knows the account by its subject already (a
+	// factor recorded before accounts were pseudonymous). The salt is
+	// erased with the identity whose records name the account
+	// (Tx.EraseArtifacts).
+	AccountSalt(ctx context.Context, issuer, subject string, fresh []byte) (salt []byte, known bool, err error)
 	// PendingEmails returns which of emails have a verify link for the
 	// key that is neither used nor expired at now.
 	PendingEmails(ctx context.Context, key Factor, emails []string, now time.Time) ([]string, error)

@@ -39,6 +39,10 @@ type loginData struct {
 	// change is that key's signature, asked for each time.
 	KeyKind  identity.FactorKind `json:"key_kind,omitempty"`
 	KeyValue string              `json:"key_value,omitempty"`
+	// SubjectSalt, for an account recorded under a pseudonym, is the salt
+	// the pseudonym commits to the subject with (see
+	// identity.Service.OIDCAccount); nil for one known by its subject.
+	SubjectSalt []byte `json:"subject_salt,omitempty"`
 }
 
 // byKey reports whether the login was by a key's signature.
@@ -79,6 +83,9 @@ func (l *loginData) account() identity.Factor {
 	if l.byKey() {
 		return identity.Factor{Kind: l.KeyKind, Value: l.KeyValue}
 	}
+	if l.SubjectSalt != nil {
+		return identity.PseudonymousOIDCFactor(l.Issuer, l.SubjectSalt, l.Subject)
+	}
 	return identity.OIDCFactor(l.Issuer, l.Subject)
 }
 
@@ -99,6 +106,7 @@ func (l *loginData) login() identity.Login {
 	return identity.Login{
 		Account: l.account(), Provider: l.Provider, ClientID: l.ClientID, AuthTime: l.AuthTime,
 		IDToken: l.IDToken, SigningKey: []byte(l.SigningKey), Email: l.verifiedEmail(), PublicToken: l.PublicToken,
+		Subject: l.Subject, SubjectSalt: l.SubjectSalt,
 	}
 }
 

@@ -55,6 +55,9 @@ type Identities interface {
 	ClaimWithLogin(ctx context.Context, statement []byte, consent identity.Consent, first identity.Login) (identity.Identity, error)
 	LinkLogin(ctx context.Context, statement []byte, by identity.Consent, l identity.Login) error
 	RecordLoginEmail(ctx context.Context, h identity.Handle, l identity.Login) error
+	// OIDCAccount returns the factor a login by the account is recorded
+	// under and, for a pseudonym, its salt.
+	OIDCAccount(ctx context.Context, issuer, subject string) (identity.Factor, []byte, error)
 	// Claim creates an identity with a signed claim statement; Add links
 	// a factor with signatures; LoginWithKey checks a signed login
 	// statement (the pages' login without an OpenID provider).

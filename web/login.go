@@ -131,6 +131,12 @@ func (h *Handler) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := h.deps.Providers.Get(name)
 	l := newLoginData(login, p.Config().ClientID)
+	// The account is recorded under a pseudonym unless it is known by
+	// its subject already (identity.Service.OIDCAccount).
+	if _, l.SubjectSalt, err = h.deps.Identities.OIDCAccount(ctx, l.Issuer, l.Subject); err != nil {
+		h.internal(w, r, err)
+		return
+	}
 	acct := l.account()
 	if login.Pending != "" {
 		h.finishConsent(w, r, login, l)

@@ -83,7 +83,8 @@ func TestVerifyLogWithPrivateArtifacts(t *testing.T) {
 	}
 	a.integrate()
 	out, _, err = kithCmd("verify-log", "--server", a.srv.URL)
-	if err != nil || !strings.Contains(out, "record 3: unchecked: verify login record 3: its proof is a private artifact: the ID token and email address are gone: artifact erased with its identity") {
+	if err != nil || !strings.Contains(out, "record 3: artifact erased: verify login record 3: its proof is a private artifact: artifact erased: the ID token and email address are gone") ||
+		!strings.Contains(out, "1 of them artifact erased") {
 		t.Fatalf("verify-log after the deletion: %v\n%s", err, out)
 	}
 }

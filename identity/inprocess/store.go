@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type Store struct {
 	factors    map[string][]byte   // "kind value" -> the data first stored with it
 	challenges map[string]*challenge
 	mail       emailTokens
+	salts      map[string][]byte // "issuer subject" -> the account's salt
 }
 
 // challenge is an issued challenge and whether it was answered.
@@ -48,7 +50,25 @@ func New() *Store {
 		identities: map[identity.Handle]identity.Identity{},
 		factors:    map[string][]byte{},
 		challenges: map[string]*challenge{},
+		salts:      map[string][]byte{},
 	}
+}
+
+// AccountSalt returns the salt of the OpenID Connect account, storing
+// fresh if it has none, or known when a factor names the account by its
+// subject (see identity.Store).
+func (s *Store) AccountSalt(ctx context.Context, issuer, subject string, fresh []byte) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear := identity.OIDCFactor(issuer, subject)
+	if _, ok := s.factors[factorKey(clear)]; ok {
+		return nil, true, nil
+	}
+	if salt, ok := s.salts[clear.Value]; ok {
+		return bytes.Clone(salt), false, nil
+	}
+	s.salts[clear.Value] = bytes.Clone(fresh)
+	return bytes.Clone(fresh), false, nil
 }
 
 func factorKey(f identity.Factor) string { return string(f.Kind) + " " + f.Value }
@@ -387,7 +407,13 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 	}
 	for _, h := range t.erased {
 		for _, seq := range s.ix.byHandle[h] {
-			erase(&s.log[seq-1])
+			e := &s.log[seq-1]
+			for _, f := range []identity.Factor{e.From, e.To} {
+				if f.Pseudonymous() {
+					s.forgetSalt(f)
+				}
+			}
+			erase(e)
 		}
 	}
 	for _, k := range t.erasedKeys {
@@ -409,6 +435,16 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 		}
 	}
 	return nil
+}
+
+// forgetSalt drops the salt of the pseudonymous account f.
+func (s *Store) forgetSalt(f identity.Factor) {
+	for k, salt := range s.salts {
+		iss, sub, _ := strings.Cut(k, " ")
+		if identity.PseudonymousOIDCFactor(iss, salt, sub).Same(f) {
+			delete(s.salts, k)
+		}
+	}
 }
 
 // erase drops a record's private artifacts, as postgres does: the ID

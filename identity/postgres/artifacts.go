@@ -75,6 +75,32 @@ func (t *tx) saveArtifacts(ctx context.Context, e *identity.Evidence) error {
 	return nil
 }
 
+// AccountSalt returns the salt of the OpenID Connect account, storing
+// fresh if it has none, or known when a factor names the account by its
+// subject (see identity.Store).
+func (s *Store) AccountSalt(ctx context.Context, issuer, subject string, fresh []byte) ([]byte, bool, error) {
+	var known bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM factors WHERE kind = $1 AND value = $2)`,
+		string(identity.KindOIDC), identity.OIDCFactor(issuer, subject).Value).Scan(&known); err != nil {
+		return nil, false, fmt.Errorf("postgres: account salt: %w", err)
+	}
+	if known {
+		return nil, true, nil
+	}
+	account := identity.PseudonymousOIDCFactor(issuer, fresh, subject).Value
+	var salt []byte
+	err := s.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO oidc_subjects (issuer, subject, salt, account) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (issuer, subject) DO NOTHING RETURNING salt
+		)
+		SELECT salt FROM ins UNION ALL SELECT salt FROM oidc_subjects WHERE issuer = $1 AND subject = $2 LIMIT 1`,
+		issuer, subject, fresh, account).Scan(&salt)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: account salt: %w", err)
+	}
+	return salt, false, nil
+}
+
 // EraseKeyArtifacts deletes what the records an OpenPGP key carries (and
 // the email records and server revocations about it) hold of a person
 // (see identity.Tx): every artifact of those records, or, with userID,
@@ -150,6 +176,13 @@ func (t *tx) EraseArtifacts(ctx context.Context, h identity.Handle) (int, error)
 		SELECT count(DISTINCT seq) FROM gone`, string(h)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: erase artifacts of %s: %w", h, err)
+	}
+	// The salts of the identity's pseudonymous accounts go: a later login
+	// by the same account is a new pseudonym, unlinkable to this one.
+	if _, err := t.tx.Exec(ctx, `DELETE FROM oidc_subjects o USING evidence e, factors f
+		WHERE e.handle = $1 AND e.handle <> '' AND (f.id = e.from_factor OR f.id = e.to_factor)
+			AND f.kind = $2 AND o.account = f.value`, string(h), string(identity.KindOIDC)); err != nil {
+		return 0, fmt.Errorf("postgres: erase account salts of %s: %w", h, err)
 	}
 	// A committed email's address lives only in its factor: the record
 	// stops naming it (its hash covers the commitment, not the address),

@@ -28,6 +28,12 @@ func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	if err != nil {
 		return identity.RefuseErr(identity.CodeBadFactor, err, "bad account")
 	}
+	if l.Account.Pseudonymous() {
+		if !identity.PseudonymousOIDCFactor(issuer, l.SubjectSalt, l.Subject).Same(l.Account) {
+			return identity.Refuse(identity.CodeBadFactor, "the account's pseudonym does not commit to the login's subject")
+		}
+		subject = l.Subject
+	}
 	c, err := oidc.VerifyEvidence(l.IDToken, l.SigningKey, issuer, l.ClientID)
 	if err != nil {
 		return identity.RefuseErr(identity.CodeBadSignature, err, "the ID token does not verify")
@@ -51,6 +57,26 @@ func oidcAccount(f identity.Factor) (issuer, subject string, err error) {
 		return "", "", fmt.Errorf("%s is not an OpenID Connect account", f)
 	}
 	return issuer, subject, nil
+}
+
+// recordSubject returns the subject of the account f that a record's ID
+// token must be about: f's own, or, for a pseudonymous account, the
+// subject the record's revealed artifact opens, after checking that it is
+// the one f's pseudonym commits to. Call it once withheld(e) passed.
+func recordSubject(e *identity.Evidence, f identity.Factor) (string, error) {
+	issuer, subject, err := oidcAccount(f)
+	if err != nil || !f.Pseudonymous() {
+		return subject, err
+	}
+	for _, a := range e.Artifacts {
+		if a.Kind == identity.ArtifactSubject {
+			if !identity.PseudonymousOIDCFactor(issuer, a.Salt, string(a.Value)).Same(f) {
+				return "", fmt.Errorf("the revealed subject is not the one the account's pseudonym commits to")
+			}
+			return string(a.Value), nil
+		}
+	}
+	return "", fmt.Errorf("%w: the subject of the pseudonymous account is kept private", ErrWithheld)
 }
 
 // oidcRecord re-checks a record whose proof is an ID token: a session's
@@ -91,6 +117,7 @@ var artifactNames = map[identity.ArtifactKind]string{
 	identity.ArtifactStatement: "statement",
 	identity.ArtifactSignature: "signature",
 	identity.ArtifactPGPKey:    "whole OpenPGP key",
+	identity.ArtifactSubject:   "account's subject",
 }
 
 // revealed reports whether e holds its artifact of kind k: among its
@@ -149,7 +176,7 @@ func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 	if err := checkStatement(e); err != nil {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
 	}
-	issuer, subject, err := oidcAccount(e.From)
+	issuer, _, err := oidcAccount(e.From)
 	if err != nil {
 		return nil, fmt.Errorf("verify consent record %d: signer: %w", e.Seq, err)
 	}
@@ -157,6 +184,10 @@ func SessionConsent(e *identity.Evidence) (*oidc.Claims, error) {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, ErrNoSigningKey)
 	}
 	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
+	}
+	subject, err := recordSubject(e, e.From)
+	if err != nil {
 		return nil, fmt.Errorf("verify consent record %d: %w", e.Seq, err)
 	}
 	aud, err := tokenAudience(string(e.Signature))
@@ -218,7 +249,7 @@ func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
 	if e.Method != identity.MethodOIDCLogin && e.Method != identity.MethodOIDCEmailVerified {
 		return nil, fmt.Errorf("verify login record %d: method %s", e.Seq, e.Method)
 	}
-	issuer, subject, err := oidcAccount(e.From)
+	issuer, _, err := oidcAccount(e.From)
 	if err != nil {
 		return nil, fmt.Errorf("verify login record %d: signer: %w", e.Seq, err)
 	}
@@ -242,6 +273,10 @@ func LoginRecord(e *identity.Evidence) (*oidc.Claims, error) {
 		return nil, fmt.Errorf("verify login record %d: a login statement record with a consent salt", e.Seq)
 	}
 	if err := withheld(e); err != nil {
+		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
+	}
+	subject, err := recordSubject(e, e.From)
+	if err != nil {
 		return nil, fmt.Errorf("verify login record %d: %w", e.Seq, err)
 	}
 	c, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, fields["client_id"])
