@@ -1,0 +1,96 @@
+// Package testkit holds the helpers every Kith test package needs and
+// none owns: the check for an installed tool (skip where it is missing,
+// fail under CI=true, where the real thing must be tested), waiting on a
+// condition instead of a sleep, and the shared fixtures. It is imported
+// by tests and test-support packages (pgtest, skstest, gpgtest) only.
+//
+// It does not start servers: PostgreSQL is package pgtest's, SKS package
+// skstest's, GnuPG homes package gpgtest's.
+package testkit
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// CI reports whether the tests run in CI (CI=true), where a missing tool
+// or fixture fails a test instead of skipping it.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Missing skips t because a prerequisite is missing, or fails it under
+// CI=true. The message says what is missing.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if CI() {
+		t.Fatalf("CI=true and "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Tool returns the path of the first of names that is installed; when
+// none is, it skips t (fails it under CI=true).
+func Tool(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	Missing(t, "%v not installed", names)
+	return ""
+}
+
+// File returns the contents of a fixture installed on the machine (a
+// keyring of a system package, say); when it is missing it skips t (fails
+// it under CI=true).
+func File(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		Missing(t, "%s missing: %v", path, err)
+	}
+	return b
+}
+
+// DebianKeyring is the debian-keyring package's keyring: about a
+// thousand developers' keys with real signatures, RSA and ECC, old and
+// new. Read it with File.
+const DebianKeyring = "/usr/share/keyrings/debian-keyring.gpg"
+
+// Eventually waits until cond holds, failing t with what if it does not
+// within d. Choose d generous enough for a loaded machine: it bounds a
+// wait on a condition, it does not time anything.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(d, cond) {
+		t.Fatalf("%s: not within %v", what, d)
+	}
+}
+
+// Poll calls cond until it holds or within has passed, and reports
+// whether it held: Eventually for callers that report the failure
+// themselves (or may not fail the test from their goroutine). The wait
+// between calls grows from 1 ms to 100 ms.
+func Poll(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	wait := time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+	return true
+}
+
+// Root skips t unless the tests run as root (fails it under CI=true, where
+// they do); why says what needs root.
+func Root(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "needs root %s", why)
+	}
+}
