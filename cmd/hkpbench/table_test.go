@@ -29,11 +29,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon/skstest"
@@ -344,7 +346,7 @@ func (k *kithNode) serve(ctx context.Context) *runningKith {
 		k.t.Fatal(err)
 	}
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
-	if err := r.cmd.Start(); err != nil {
+	if err := subprocess.Start(r.cmd, syscall.SIGKILL); err != nil {
 		k.t.Fatal(err)
 	}
 	var once sync.Once

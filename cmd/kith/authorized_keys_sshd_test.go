@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/subprocess"
 )
 
 // rootOwnedDir makes a directory for the AuthorizedKeysCommand binary
@@ -131,7 +133,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	srv := exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
 	sshdLog := &syncBuffer{}
 	srv.Stdout, srv.Stderr = sshdLog, sshdLog
-	if err := srv.Start(); err != nil {
+	if err := subprocess.Start(srv, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -9,8 +9,11 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/subprocess"
 )
 
 // sshdHost is a real sshd on loopback with one host key, letting in the
@@ -68,7 +71,7 @@ func startSSHD(t *testing.T, hostKey string, lines ...string) *sshdHost {
 	h := &sshdHost{port: port, log: &syncBuffer{}}
 	h.cmd = exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
-	if err := h.cmd.Start(); err != nil {
+	if err := subprocess.Start(h.cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -14,12 +14,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -190,7 +192,7 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	s := openTestStore(t, url)

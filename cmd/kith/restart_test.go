@@ -24,6 +24,8 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/embedded"
+	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -281,6 +283,9 @@ type externalPG struct {
 	dir  string
 	port int
 	cred *syscall.Credential
+
+	cmd    *exec.Cmd     // the running server, nil when stopped
+	exited chan struct{} // closed when cmd has exited
 }
 
 func startExternalPG(t *testing.T) *externalPG {
@@ -310,7 +315,7 @@ func startExternalPG(t *testing.T) *externalPG {
 	}
 	pg.run("initdb", "-D", pg.dir, "-U", "admin", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions")
 	pg.start()
-	t.Cleanup(func() { pg.ctl("stop", "-m", "immediate") })
+	t.Cleanup(func() { pg.stop(syscall.SIGQUIT) }) // immediate shutdown
 	pg.admin("CREATE ROLE kith LOGIN")
 	pg.admin("CREATE DATABASE kith OWNER kith")
 	return pg
@@ -326,14 +331,58 @@ func (pg *externalPG) run(name string, args ...string) {
 	}
 }
 
-func (pg *externalPG) ctl(args ...string) {
-	pg.t.Helper()
-	pg.run("pg_ctl", append([]string{"-D", pg.dir, "-w", "-l", filepath.Join(pg.dir, "server.log")}, args...)...)
-}
-
+// start runs the server as a child of the test (not daemonized, as
+// pg_ctl would), so that it dies with the test binary, and waits until it
+// accepts connections.
 func (pg *externalPG) start() {
 	pg.t.Helper()
-	pg.ctl("start", "-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", pg.port, pg.dir))
+	logf, err := os.OpenFile(filepath.Join(pg.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		pg.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(pg.bin, "postgres"), "-D", pg.dir, "-p", strconv.Itoa(pg.port), "-k", pg.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
+	cmd.Dir = pg.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
+	if err := subprocess.Start(cmd, syscall.SIGQUIT); err != nil {
+		logf.Close()
+		pg.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	pg.cmd, pg.exited = cmd, exited
+	u := fmt.Sprintf("postgres://admin@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", pg.port)
+	testkit.Eventually(pg.t, 60*time.Second, "PostgreSQL accepting connections", func() bool {
+		select {
+		case <-exited:
+			pg.t.Fatalf("postgres exited at start:\n%s", pg.log())
+		default:
+		}
+		conn, err := pgx.Connect(context.Background(), u)
+		if err != nil {
+			return false
+		}
+		conn.Close(context.Background())
+		return true
+	})
+}
+
+// stop sends sig to the server (SIGINT: fast shutdown; SIGQUIT:
+// immediate) and waits until it has exited. Stopping a stopped server
+// does nothing.
+func (pg *externalPG) stop(sig syscall.Signal) {
+	if pg.cmd == nil {
+		return
+	}
+	pg.cmd.Process.Signal(sig)
+	<-pg.exited
+	pg.cmd = nil
+}
+
+func (pg *externalPG) log() string {
+	b, _ := os.ReadFile(filepath.Join(pg.dir, "server.log"))
+	return string(b)
 }
 
 // url connects as user to the kith database over TCP.
@@ -417,7 +466,7 @@ func TestServeSurvivesRestartOfExternalPostgres(t *testing.T) {
 		t.Fatalf("late key before it exists: %d", code)
 	}
 
-	pg.ctl("stop", "-m", "fast")
+	pg.stop(syscall.SIGINT) // fast shutdown
 	s.waitHealth(t, http.StatusServiceUnavailable, 30*time.Second)
 	// Back, but refusing kith: another writer stores keys meanwhile, and
 	// their notifications reach nobody of kith's.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
@@ -120,7 +121,9 @@ func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...stri
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	s := &server{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
+	// Killed if the test binary dies; its cluster then stops too (kith
+	// starts it with a parent-death signal of its own).
+	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	go func() { s.err = cmd.Wait(); close(s.exited) }()

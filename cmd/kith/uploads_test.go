@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/recon"
@@ -105,7 +107,7 @@ func startServeEnv(t *testing.T, env []string, args ...string) *server {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
 	s := &server{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
+	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	go func() { s.err = cmd.Wait(); close(s.exited) }()

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
@@ -200,9 +201,14 @@ func (s *Server) runErr(args ...string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.binary(), append(args, "-basedir", s.Dir)...)
 	cmd.Dir = s.Dir
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := subprocess.Start(cmd, syscall.SIGKILL)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err != nil {
-		return fmt.Errorf("sks %s: %w\n%s", args[0], err, lastLines(out, 20))
+		return fmt.Errorf("sks %s: %w\n%s", args[0], err, lastLines(out.Bytes(), 20))
 	}
 	return nil
 }
@@ -231,8 +237,8 @@ func (s *Server) start(sub string) {
 		s.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// Its own process group, and killed if the test binary dies.
+	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		s.t.Fatal(err)
 	}
 	done := make(chan struct{})

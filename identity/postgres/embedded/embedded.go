@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/retry"
+	"github.com/kith-keyserver/kith/identity/subprocess"
 )
 
 // Options says where and how to run a cluster.
@@ -273,17 +274,13 @@ func (c *Cluster) run(ctx context.Context) (*process, error) {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: c.cred,
-		// If Kith dies without stopping the server, the server gets a
-		// fast shutdown request instead of living on as an orphan.
-		Pdeathsig: syscall.SIGINT,
-		// The server and its backends form one process group, so that
-		// the backends a crashed postmaster leaves behind can be ended
-		// before a new one starts.
-		Setpgid: true,
-	}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	// If Kith dies without stopping the server, the server gets a fast
+	// shutdown request (SIGINT) instead of living on as an orphan. The
+	// server and its backends form one process group, so that the
+	// backends a crashed postmaster leaves behind can be ended before a
+	// new one starts.
+	if err := subprocess.Start(cmd, syscall.SIGINT); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("embedded: start postgres: %w", err)
 	}
