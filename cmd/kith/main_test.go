@@ -13,6 +13,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // withCluster runs the tests with the package's throwaway PostgreSQL.
@@ -60,7 +61,7 @@ func TestScripts(t *testing.T) {
 		Condition: func(cond string) (bool, error) {
 			if tool, ok := strings.CutPrefix(cond, "tool:"); ok {
 				_, err := exec.LookPath(tool)
-				return err == nil || os.Getenv("CI") == "true", nil
+				return err == nil || testkit.CI(), nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -19,6 +19,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
@@ -297,8 +298,8 @@ func TestAuthorizedKeysRefusesUnsafeCache(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.root && os.Geteuid() != 0 {
-				t.Skip("needs root to give a cache to another user")
+			if tt.root {
+				testkit.Root(t, "to give a cache to another user")
 			}
 			opts := client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: time.Hour}
 			if out, log, err := keysAt(t, f.srv.URL, opts); err != nil || out != key {

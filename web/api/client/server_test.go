@@ -18,6 +18,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
@@ -28,17 +29,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// need skips t when a tool is missing, or fails it with CI=true.
-func need(t testing.TB, tool string) {
-	t.Helper()
-	if _, err := exec.LookPath(tool); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s needed (CI=true): %v", tool, err)
-		}
-		t.Skipf("%s not installed", tool)
-	}
-}
 
 // server is what kith serve puts behind one port, in-process: the
 // identity API, HKP and the transparency log over a fresh store, with an
@@ -201,7 +191,7 @@ type user struct {
 
 func newUser(t *testing.T) *user {
 	t.Helper()
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	u := &user{t: t, home: t.TempDir(), gpg: gpgtest.New(t)}
 	if err := os.MkdirAll(filepath.Join(u.home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
