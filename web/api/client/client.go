@@ -193,7 +193,9 @@ func (c *Client) call(ctx context.Context, op, method, path, handle string, in, 
 // the API's error code and message, with a hint of what to do.
 type Refusal struct {
 	// Op says what was asked, e.g. "claim alice".
-	Op      string
+	Op string
+	// Status is the HTTP status, Code the API's error code (or "http"
+	// when the answer carried none) and Message the server's words.
 	Status  int
 	Code    identity.Code
 	Message string

@@ -38,6 +38,7 @@ type CertificateRequest struct {
 type Certificate struct {
 	// Line is the certificate as a -cert.pub file holds it.
 	Line string
+	// Cert is the certificate parsed and checked.
 	Cert *gossh.Certificate
 	// Log is the URL of the ssh.certificate record that publishes it.
 	Log string
@@ -153,6 +154,7 @@ func ParseCAKeys(data []byte) ([]gossh.PublicKey, error) {
 type KRL struct {
 	// Data is the list as served, for sshd's RevokedKeys.
 	Data []byte
+	// List is the list parsed.
 	List *ssh.KRL
 	// CA is the CA key it names, one of those expected.
 	CA gossh.PublicKey
