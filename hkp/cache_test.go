@@ -14,6 +14,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -161,11 +162,11 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 	}
 	addElsewhere(binaryKey(t, h))
 	addElsewhere(binaryKey(t, newcomer))
-	eventually(t, 10*time.Second, "the other node's new user ID", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the other node's new user ID", func() bool {
 		return strings.Contains(ts.lookup(byFP).body, "uid:Heidi Elsewhere <heidi@elsewhere.example>:")
 	})
-	eventually(t, 10*time.Second, "the other node's new key by ID", func() bool { return ts.lookup(missing).code == 200 })
-	eventually(t, 10*time.Second, "the other node's new key by word", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the other node's new key by ID", func() bool { return ts.lookup(missing).code == 200 })
+	testkit.Eventually(t, 10*time.Second, "the other node's new key by word", func() bool {
 		return strings.HasPrefix(ts.lookup(byWord).body, "info:1:2\n")
 	})
 	// The other node's writes are read to learn what they changed.

@@ -1,105 +1,44 @@
 package hkp
 
 import (
-	"bytes"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
 
-// gpgHome is a throwaway GnuPG home pointed at a keyserver.
-type gpgHome struct {
-	t         *testing.T
-	gpg, dir  string
-	keyserver string
-}
+// gpgHome is a GnuPG home whose dirmngr uses the test's keyserver.
+type gpgHome struct{ *gpgtest.Home }
 
-// newGPGHome makes a GnuPG home in a short directory (gpg-agent sockets
-// live in it) whose dirmngr uses keyserver; agents are killed at cleanup.
-func newGPGHome(t *testing.T, gpg, keyserver string) *gpgHome {
+// newGPGHome makes a home for t; keyserver is an HKP host:port, or "" for
+// none.
+func newGPGHome(t *testing.T, keyserver string) gpgHome {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "kg")
-	if err != nil {
-		t.Fatal(err)
+	h := gpgtest.New(t)
+	if keyserver != "" {
+		h.UseKeyserver(keyserver)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	conf := "keyserver " + keyserver + "\nstandard-resolver\n"
-	if err := os.WriteFile(filepath.Join(dir, "dirmngr.conf"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g := &gpgHome{t: t, gpg: gpg, dir: dir, keyserver: keyserver}
-	t.Cleanup(func() {
-		cmd := exec.Command("gpgconf", "--kill", "all")
-		cmd.Env = g.env()
-		cmd.Run()
-		os.RemoveAll(dir)
-	})
-	return g
-}
-
-func (g *gpgHome) env() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GNUPGHOME=") && !strings.HasPrefix(strings.ToLower(kv), "http_proxy=") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "GNUPGHOME="+g.dir)
+	return gpgHome{h}
 }
 
 // run runs gpg in batch mode and returns its stdout; it fails the test
 // when gpg fails.
-func (g *gpgHome) run(stdin string, args ...string) string {
-	g.t.Helper()
-	out, errOut, err := g.try(stdin, args...)
-	if err != nil {
-		g.t.Fatalf("gpg %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, errOut)
-	}
-	return out
-}
-
-func (g *gpgHome) try(stdin string, args ...string) (string, string, error) {
-	full := append([]string{"--batch", "--no-tty", "--yes", "--pinentry-mode", "loopback", "--passphrase", "",
-		"--keyserver", g.keyserver}, args...)
-	cmd := exec.Command(g.gpg, full...)
-	cmd.Env = g.env()
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		return "", "", err
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), errOut.String(), err
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		return out.String(), errOut.String(), exec.ErrWaitDelay
-	}
-}
+func (g gpgHome) run(stdin string, args ...string) string { return string(g.Run(stdin, args...)) }
 
 // colons lists the public keys with --with-colons.
-func (g *gpgHome) colons(args ...string) string {
+func (g gpgHome) colons(args ...string) string {
 	return g.run("", append([]string{"--with-colons", "--fixed-list-mode", "--list-keys"}, args...)...)
 }
 
 func TestGPGSendsReceivesSearchesAndRefreshes(t *testing.T) {
-	gpg := needTool(t, "gpg")
-	needTool(t, "gpgconf")
 	ts := newTestServer(t, Options{})
 	u, _ := url.Parse(ts.url)
-	keyserver := "hkp://" + u.Host
+	keyserver := u.Host
 
-	alice := newGPGHome(t, gpg, keyserver)
+	alice := newGPGHome(t, keyserver)
 	alice.run("", "--quick-gen-key", "Alice Gnupg <alice.gpg@example.org>", "ed25519", "cert,sign", "never")
 	fpr := firstField(alice.colons(), "fpr", 10)
 	if len(fpr) != 40 {
@@ -112,14 +51,14 @@ func TestGPGSendsReceivesSearchesAndRefreshes(t *testing.T) {
 		t.Fatalf("%d keys stored after --send-keys", n)
 	}
 
-	bob := newGPGHome(t, gpg, keyserver)
+	bob := newGPGHome(t, keyserver)
 	// By fingerprint.
 	bob.run("", "--recv-keys", fpr)
 	if got := bob.colons(fpr); !strings.Contains(got, "Alice Gnupg") {
 		t.Fatalf("received key not listed:\n%s", got)
 	}
 	// By 64-bit key ID, into a fresh home.
-	carol := newGPGHome(t, gpg, keyserver)
+	carol := newGPGHome(t, keyserver)
 	carol.run("", "--recv-keys", "0x"+keyID)
 	if got := carol.colons(fpr); !strings.Contains(got, "Alice Gnupg") || strings.Count(got, "\nsub:") != 1 {
 		t.Fatalf("key by ID:\n%s", got)
@@ -149,7 +88,7 @@ func TestGPGSendsReceivesSearchesAndRefreshes(t *testing.T) {
 	}
 
 	// A revocation: gpg writes a revocation certificate at key creation.
-	rev, err := os.ReadFile(filepath.Join(alice.dir, "openpgp-revocs.d", fpr+".rev"))
+	rev, err := os.ReadFile(filepath.Join(alice.Dir, "openpgp-revocs.d", fpr+".rev"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -70,7 +70,7 @@ func newTestServerOn(t *testing.T, st Store, opts Options) *testServer {
 		cancel()
 		<-done
 	})
-	eventually(t, 10*time.Second, "the handler listening to key changes", h.Listening)
+	testkit.Eventually(t, 10*time.Second, "the handler listening to key changes", h.Listening)
 	return &testServer{t: t, store: st, h: h, url: srv.URL}
 }
 
@@ -132,7 +132,7 @@ func (ts *testServer) mustAdd(keytext string) response {
 		ts.t.Fatalf("add answer %q: %v", r.body, err)
 	}
 	ts.changes += ins + upd
-	eventually(ts.t, 10*time.Second, "notifications of the upload", func() bool { return ts.h.changes.Load() >= ts.changes })
+	testkit.Eventually(ts.t, 10*time.Second, "notifications of the upload", func() bool { return ts.h.changes.Load() >= ts.changes })
 	return r
 }
 
@@ -205,33 +205,6 @@ func newPacket(tag pgp.Tag, body []byte) []byte {
 		b = append(b, 255, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return append(b, body...)
-}
-
-// needTool returns the path of a tool, skipping the test when it is
-// missing (failing with CI=true).
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and %s is missing: %v", name, err)
-		}
-		t.Skipf("%s missing: %v", name, err)
-	}
-	return p
-}
-
-// eventually polls cond until it holds, failing t if it does not within
-// d: a wait on a condition, with d generous enough for a loaded machine.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // benchStore is a fresh store for a benchmark.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -18,8 +19,7 @@ import (
 // claims 48,410 bits and carries 64 bytes. Kith must answer "unchanged",
 // and gpg --recv-keys must still import the key.
 func TestPoisonedUploadLeavesKeyReceivableByGPG(t *testing.T) {
-	gpg := needTool(t, "gpg")
-	needTool(t, "gpgconf")
+	testkit.Tool(t, "gpgconf")
 	raw := debianKeys(t, 1)[0]
 	k, err := pgp.ParseKey(raw)
 	if err != nil {
@@ -50,8 +50,8 @@ func TestPoisonedUploadLeavesKeyReceivableByGPG(t *testing.T) {
 		t.Fatalf("poisoned upload: %s, want the key unchanged", got)
 	}
 	u, _ := url.Parse(ts.url)
-	home := newGPGHome(t, gpg, "hkp://"+u.Host)
-	_, errOut, err := home.try("", "--recv-keys", fpr)
+	home := newGPGHome(t, u.Host)
+	errOut, err := home.Try("--recv-keys", fpr)
 	if err != nil || !strings.Contains(errOut, "imported: 1") {
 		t.Fatalf("gpg --recv-keys %s: %v\n%s", fpr, err, errOut)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // sqAttestedKey makes, with sq, a key whose user ID carries two
@@ -17,7 +19,7 @@ import (
 // certification.
 func sqAttestedKey(t *testing.T) (plain, attested []byte, good, bad string) {
 	t.Helper()
-	sq := needTool(t, "sq")
+	sq := testkit.Tool(t, "sq")
 	dir := t.TempDir()
 	run := func(out string, args ...string) []byte {
 		t.Helper()
@@ -113,7 +115,7 @@ func TestAttestationKeepsOnlyTheAttestedCertification(t *testing.T) {
 		}
 	}
 	// gpg reads the result.
-	gpg := needTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	if fprs, stderr, err := gpgShow(t, gpg, k.Bytes()); err != nil || len(fprs) != 1 {
 		t.Fatalf("gpg --show-keys of the attested key: %v %v\n%s", fprs, err, stderr)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
@@ -38,7 +39,7 @@ func benchPipeline(b *testing.B, input []byte, workers int) {
 // self-signatures, policy, digest) on the Debian keyring and on generated
 // typical pool keys, on all cores and on one.
 func BenchmarkReadPolicyDigest(b *testing.B) {
-	debian := needFile(b, debianKeyring)
+	debian := testkit.File(b, testkit.DebianKeyring)
 	typical, err := keygen.TypicalKeys(3000, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -60,18 +61,18 @@ func TestMeasureGPGImport(t *testing.T) {
 	if os.Getenv("KITH_MEASURE_GPG") != "1" {
 		t.Skip("set KITH_MEASURE_GPG=1 to time gpg --import")
 	}
-	gpg := needTool(t, "gpg")
-	needFile(t, debianKeyring)
+	gpg := testkit.Tool(t, "gpg")
+	testkit.File(t, testkit.DebianKeyring)
 	home := t.TempDir()
 	start := time.Now()
-	out, err := exec.Command(gpg, "--batch", "--homedir", home, "--import", debianKeyring).CombinedOutput()
+	out, err := exec.Command(gpg, "--batch", "--homedir", home, "--import", testkit.DebianKeyring).CombinedOutput()
 	d := time.Since(start)
 	if err != nil {
 		t.Fatalf("gpg --import: %v\n%s", err, out)
 	}
-	t.Logf("gpg --import of %s: %v (%s)", filepath.Base(debianKeyring), d, lastLine(out))
+	t.Logf("gpg --import of %s: %v (%s)", filepath.Base(testkit.DebianKeyring), d, lastLine(out))
 	start = time.Now()
-	b, _ := os.ReadFile(debianKeyring)
+	b, _ := os.ReadFile(testkit.DebianKeyring)
 	n := 0
 	if err := (Policy{}).ProcessParallel(context.Background(), NewReader(bytes.NewReader(b)), 0, func(r Result) error {
 		if r.Err == nil {

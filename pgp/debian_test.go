@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 var debianKeyrings = []string{
-	debianKeyring,
+	testkit.DebianKeyring,
 	"/usr/share/keyrings/debian-maintainers.gpg",
 	"/usr/share/keyrings/debian-nonupload.gpg",
 	"/usr/share/keyrings/debian-role-keys.gpg",
@@ -22,7 +24,7 @@ var debianKeyrings = []string{
 // on any read error or rejection.
 func debianKeys(t testing.TB, path string) (in, out []*Key) {
 	t.Helper()
-	b := needFile(t, path)
+	b := testkit.File(t, path)
 	var raw []*Key
 	r := NewReader(bytes.NewReader(b))
 	for {
@@ -119,8 +121,8 @@ func gpgListing(t *testing.T, gpg string, keyring []byte) []string {
 }
 
 func TestGPGSeesSameUserIDsAndSubkeysAsOriginal(t *testing.T) {
-	gpg := needTool(t, "gpg")
-	raw, keys := debianKeys(t, debianKeyring)
+	gpg := testkit.Tool(t, "gpg")
+	raw, keys := debianKeys(t, testkit.DebianKeyring)
 	// A spread sample: every 30th key.
 	var orig, kith bytes.Buffer
 	for i := 0; i < len(raw); i += 30 {

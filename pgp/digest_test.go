@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/recon/skstest"
 )
 
@@ -41,7 +42,7 @@ func TestDigestIgnoresPacketOrder(t *testing.T) {
 // keys into a real SKS and looks each key up by Kith's digest.
 func TestDigestMatchesSKS(t *testing.T) {
 	skstest.FindBinary(t)
-	_, keys := debianKeys(t, debianKeyring)
+	_, keys := debianKeys(t, testkit.DebianKeyring)
 	var sample []*Key
 	for i := 0; i < len(keys); i += 3 {
 		sample = append(sample, keys[i])

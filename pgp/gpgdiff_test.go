@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // mutation is one way of damaging a key.
@@ -326,7 +328,7 @@ func mutationKeys(t *testing.T) int {
 // each, through Apply and Merge; every key Kith would serve is read by gpg
 // (and sq) with its fingerprint, and so is their concatenation.
 func TestMutatedDebianKeysStayReadableByGPG(t *testing.T) {
-	gpg := needTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	all := debianSample(t, mutationKeys(t))
 	out, drops, rejected, uploads := mutationRun(t, all, 6, 1)
 	t.Logf("%d keys, %d mutated uploads: %d keys Kith would serve", len(all), uploads, len(out))
@@ -383,9 +385,9 @@ func TestMutatedDebianKeysStayReadableByGPG(t *testing.T) {
 // and gpg reads it with its fingerprint. The seeds are Debian keys and
 // mutations of them.
 func FuzzPolicyGPG(f *testing.F) {
-	raw, err := os.ReadFile(debianKeyring)
+	raw, err := os.ReadFile(testkit.DebianKeyring)
 	if err != nil {
-		f.Skipf("%s missing: %v", debianKeyring, err)
+		f.Skipf("%s missing: %v", testkit.DebianKeyring, err)
 	}
 	gpg, err := exec.LookPath("gpg")
 	if err != nil {

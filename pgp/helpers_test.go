@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -16,36 +15,7 @@ import (
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
-// debianKeyring is the installed Debian developers' keyring.
-const debianKeyring = "/usr/share/keyrings/debian-keyring.gpg"
-
-// needFile returns path's contents, skipping the test when it is missing
-// (failing when CI=true).
-func needFile(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and %s is missing: %v", path, err)
-		}
-		t.Skipf("%s missing: %v", path, err)
-	}
-	return b
-}
-
-// needTool returns the path of an installed tool, skipping the test when it
-// is missing (failing when CI=true).
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and %s is missing: %v", name, err)
-		}
-		t.Skipf("%s missing: %v", name, err)
-	}
-	return p
-}
+// testkit.DebianKeyring is the installed Debian developers' keyring.
 
 // genEntity makes a deterministic Ed25519 key for name <email>.
 func genEntity(t testing.TB, name, email string, seed int64) *openpgp.Entity {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // randomPart returns a random sub-key of canonical key k: the primary, a
@@ -35,7 +37,7 @@ func randomPart(rng *rand.Rand, k *Key) *Key {
 }
 
 func TestMergeIsCommutativeAndIdempotent(t *testing.T) {
-	_, keys := debianKeys(t, debianKeyring)
+	_, keys := debianKeys(t, testkit.DebianKeyring)
 	rng := rand.New(rand.NewPCG(42, 1))
 	var p Policy
 	checked := 0

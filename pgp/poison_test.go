@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // gpgShow runs `gpg --show-keys` over data in a fresh GNUPGHOME and returns
@@ -54,7 +56,7 @@ func lyingRSACertification() []byte {
 // len/n-th, from the first), after the policy.
 func debianSample(t testing.TB, n int) []*Key {
 	t.Helper()
-	all, err := ReadKeys(bytes.NewReader(needFile(t, debianKeyring)))
+	all, err := ReadKeys(bytes.NewReader(testkit.File(t, testkit.DebianKeyring)))
 	if err != nil {
 		t.Fatalf("reading the Debian keyring: %v", err)
 	}
@@ -105,7 +107,7 @@ func TestPoisonCertificationIsNotStoredOrServed(t *testing.T) {
 		t.Errorf("Merge of a poisoned stored key kept the poison (err %v)", err)
 	}
 
-	gpg := needTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	want := strings.ToUpper(hex.EncodeToString(stored.Fingerprint()))
 	for name, k := range map[string]*Key{"applied": applied, "merged": merged, "cleaned": cleaned} {
 		fprs, stderr, err := gpgShow(t, gpg, k.Bytes())

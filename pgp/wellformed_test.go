@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // sigBody builds a v4 (or v6) generic certification with the given
@@ -108,7 +110,7 @@ func TestCheckPacket(t *testing.T) {
 // the installed gpg, and that the policy leaves gpg a key it reads either
 // way: the README's list of what is kept rests on these.
 func TestWellFormedAgreesWithGPG(t *testing.T) {
-	gpg := needTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	k := debianSample(t, 1)[0]
 	for _, tc := range wellFormedCases {
 		t.Run(tc.name, func(t *testing.T) {

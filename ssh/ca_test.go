@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // testCA is a CA with a fixed seed.
@@ -43,7 +45,7 @@ func writeCert(t testing.TB, dir, name string, blob []byte) string {
 // options, and the CA as signer; ParseUserCertificate reads it back and
 // refuses it once a byte changes.
 func TestCASignsCertificatesSSHKeygenReads(t *testing.T) {
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	dir := t.TempDir()
 	user := keygen(t, dir, "ed25519", "-t", "ed25519")
 	key := readKeyFile(t, user.public)
@@ -121,7 +123,7 @@ func TestCARefusesBadRequests(t *testing.T) {
 // and finds the revoked serial revoked and the other not; an empty list
 // for the CA revokes nothing.
 func TestKRLRevokesForOpenSSH(t *testing.T) {
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	dir := t.TempDir()
 	user := keygen(t, dir, "ed25519", "-t", "ed25519")
 	key := readKeyFile(t, user.public)
@@ -183,7 +185,7 @@ func TestKRLRevokesForOpenSSH(t *testing.T) {
 // TestParseKRLReadsSSHKeygenLists: what ssh-keygen -k writes (serials,
 // ranges, key IDs, plain keys) ParseKRL reads.
 func TestParseKRLReadsSSHKeygenLists(t *testing.T) {
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	dir := t.TempDir()
 	user := keygen(t, dir, "ed25519", "-t", "ed25519")
 	caKey := keygen(t, dir, "ca", "-t", "ed25519")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,42 +13,9 @@ import (
 	pgped25519 "github.com/ProtonMail/go-crypto/openpgp/ed25519"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
-
-// gpgHome is a throwaway GnuPG home; the agent it starts is stopped at cleanup.
-type gpgHome struct {
-	t    *testing.T
-	gpg  string
-	home string
-}
-
-func newGPGHome(t *testing.T) *gpgHome {
-	t.Helper()
-	g := &gpgHome{t: t, gpg: needTool(t, "gpg")}
-	// A short path: gpg-agent's socket lives here and socket paths are limited.
-	home, err := os.MkdirTemp("", "kith-gpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.home = home
-	t.Cleanup(func() {
-		if conf, err := tryTool(nil, nil, "gpgconf", "--version"); err == nil && len(conf) > 0 {
-			_, _ = tryTool(nil, []string{"GNUPGHOME=" + home}, "gpgconf", "--kill", "all")
-		}
-		os.RemoveAll(home)
-	})
-	return g
-}
-
-func (g *gpgHome) run(args ...string) []byte {
-	g.t.Helper()
-	args = append([]string{"--batch", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", ""}, args...)
-	out, err := tryTool(nil, []string{"GNUPGHOME=" + g.home}, g.gpg, args...)
-	if err != nil {
-		g.t.Fatalf("gpg %s: %v", strings.Join(args, " "), err)
-	}
-	return out
-}
 
 // subkeys reads the exported key with go-crypto's packet reader and returns its
 // subkeys by key ID.
@@ -73,10 +39,10 @@ func subkeys(t *testing.T, exported []byte) map[uint64]*packet.PublicKey {
 }
 
 func TestFromOpenPGPMatchesGPGExportSSHKey(t *testing.T) {
-	g := newGPGHome(t)
-	g.run("--quick-gen-key", "Kith Test <test@kith.test>", "ed25519", "sign", "never")
+	g := gpgtest.New(t)
+	g.Run("", "--quick-gen-key", "Kith Test <test@kith.test>", "ed25519", "sign", "never")
 	var primary string
-	for _, line := range strings.Split(string(g.run("--with-colons", "--list-keys")), "\n") {
+	for _, line := range strings.Split(string(g.Run("", "--with-colons", "--list-keys")), "\n") {
 		if f := strings.Split(line, ":"); f[0] == "fpr" {
 			primary = f[9]
 			break
@@ -87,16 +53,16 @@ func TestFromOpenPGPMatchesGPGExportSSHKey(t *testing.T) {
 	}
 	// gpg names ECDSA on NIST curves "nistpNNN/ecdsa" (plain nistpNNN is ECDH).
 	for _, algo := range []string{"ed25519", "rsa2048", "nistp256/ecdsa", "nistp384/ecdsa", "nistp521/ecdsa", "dsa2048"} {
-		g.run("--quick-add-key", primary, algo, "auth", "never")
+		g.Run("", "--quick-add-key", primary, algo, "auth", "never")
 	}
-	subs := subkeys(t, g.run("--export", primary))
+	subs := subkeys(t, g.Run("", "--export", primary))
 	if len(subs) != 6 {
 		t.Fatalf("%d subkeys, want 6", len(subs))
 	}
 	wantTypes := map[string]bool{}
 	for id, sub := range subs {
 		t.Run(fmt.Sprintf("%016X", id), func(t *testing.T) {
-			want := string(g.run("--export-ssh-key", fmt.Sprintf("%016X!", id)))
+			want := string(g.Run("", "--export-ssh-key", fmt.Sprintf("%016X!", id)))
 			pub, err := FromOpenPGP(sub)
 			if err != nil {
 				t.Fatal(err)

@@ -20,22 +20,9 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
-)
 
-// needTool returns the path of an external tool. When it is missing the test is
-// skipped, except under CI=true, where a missing tool is a failure: CI must test
-// against the real thing.
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is needed and CI=true: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
-	}
-	return path
-}
+	"github.com/kith-keyserver/kith/identity/testkit"
+)
 
 // runTool runs a tool and returns its standard output, failing the test on error.
 func runTool(t testing.TB, stdin []byte, name string, args ...string) []byte {
@@ -92,7 +79,7 @@ var keygenTypes = []struct {
 // keygen makes a key with ssh-keygen in dir.
 func keygen(t testing.TB, dir, name string, args ...string) keygenKey {
 	t.Helper()
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	path := filepath.Join(dir, "id_"+name)
 	args = append(args, "-q", "-N", "", "-C", name+"@kith.test", "-f", path)
 	runTool(t, nil, tool, args...)
@@ -103,7 +90,7 @@ func keygen(t testing.TB, dir, name string, args ...string) keygenKey {
 // 10 removed DSA), even under CI: that is the tool's limit, not a missing tool.
 func keygenDSA(t testing.TB, dir string) keygenKey {
 	t.Helper()
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	path := filepath.Join(dir, "id_dsa")
 	if _, err := tryTool(nil, nil, tool, "-q", "-t", "dsa", "-N", "", "-C", "dsa@kith.test", "-f", path); err != nil {
 		t.Skipf("this ssh-keygen does not make DSA keys: %v", err)
@@ -114,7 +101,7 @@ func keygenDSA(t testing.TB, dir string) keygenKey {
 // keygenSign signs message with ssh-keygen -Y sign and returns the armored signature.
 func keygenSign(t testing.TB, key keygenKey, namespace string, message []byte, extra ...string) []byte {
 	t.Helper()
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	args := append([]string{"-Y", "sign", "-n", namespace, "-f", key.private}, extra...)
 	return runTool(t, message, tool, args...)
 }
@@ -123,7 +110,7 @@ func keygenSign(t testing.TB, key keygenKey, namespace string, message []byte, e
 // asking whether the key is trusted, and returns its verdict.
 func keygenCheck(t testing.TB, armored, message []byte, namespace string) error {
 	t.Helper()
-	tool := needTool(t, "ssh-keygen")
+	tool := testkit.Tool(t, "ssh-keygen")
 	sig := filepath.Join(t.TempDir(), "msg.sig")
 	if err := os.WriteFile(sig, armored, 0o600); err != nil {
 		t.Fatal(err)

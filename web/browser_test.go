@@ -5,7 +5,6 @@ import (
 	"context"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/web"
@@ -23,19 +23,7 @@ import (
 // with CI=true) and returns a browser context.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
-	var path string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is needed (CI=true)")
-		}
-		t.Skip("chromium not installed")
-	}
+	path := testkit.Tool(t, "chromium", "chromium-browser", "google-chrome")
 	actx, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Headless,

@@ -28,6 +28,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
@@ -324,24 +325,11 @@ func (s *site) logLen() int {
 	return len(recs)
 }
 
-// need skips (or, with CI=true, fails) a test without the tool.
-func need(t testing.TB, tool string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is needed (CI=true)", tool)
-		}
-		t.Skipf("%s not installed", tool)
-	}
-	return p
-}
-
 // sshKey makes an Ed25519 key with ssh-keygen and returns its private key
 // file and public key line.
 func sshKey(t *testing.T) (path, pub string) {
 	t.Helper()
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	path = filepath.Join(t.TempDir(), "id_ed25519")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice@laptop", "-f", path).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen: %v\n%s", err, out)

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 // sqRun runs sq in dir and returns its stdout.
 func sqRun(t *testing.T, dir string, args ...string) []byte {
 	t.Helper()
-	c := exec.Command(requireTool(t, "sq"), args...)
+	c := exec.Command(testkit.Tool(t, "sq"), args...)
 	c.Dir = dir
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb

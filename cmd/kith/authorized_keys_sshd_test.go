@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // rootOwnedDir makes a directory for the AuthorizedKeysCommand binary
@@ -58,14 +59,9 @@ func freePort(t *testing.T) int {
 // then with the Kith server gone.
 func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	for _, tool := range []string{"sshd", "ssh", "ssh-keygen", "install"} {
-		requireTool(t, tool)
+		testkit.Tool(t, tool)
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sshd's AuthorizedKeysCommand needs a root-owned binary: run as root (CI=true)")
-		}
-		t.Skip("needs root: sshd accepts an AuthorizedKeysCommand only in root-owned directories")
-	}
+	testkit.Root(t, "for sshd, which accepts an AuthorizedKeysCommand only in root-owned directories")
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +196,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	if !login(proven) {
 		t.Fatal("with the server down, the cached answer did not let the proven key in")
 	}
-	if !eventually(5*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(5*time.Second, 20*time.Millisecond, func() bool {
 		return strings.Contains(sshdLog.String(), "serving the cached answer instead of a live one")
 	}) {
 		t.Fatal("sshd's log has no warning that a cached answer was served")

@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // fakeKeyServer answers /users/{handle}.keys as the test tells it to.
@@ -129,26 +131,14 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 	}
 }
 
-// requireRoot skips a test that needs root, or fails it with CI=true.
-func requireRoot(t *testing.T, why string) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("needs root %s (CI=true)", why)
-	}
-	t.Skipf("needs root %s", why)
-}
-
 // TestAuthorizedKeysCacheAsCommandUser runs the built binary as nobody,
 // as sshd's AuthorizedKeysCommandUser does: in a cache directory root
 // made, it cannot cache and says how to fix that; after the README's
 // install -d step it caches, and with the server gone it serves the
 // cached answer, warning that it does.
 func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
-	requireRoot(t, "to run the command as another user")
-	requireTool(t, "install")
+	testkit.Root(t, "to run the command as another user")
+	testkit.Tool(t, "install")
 	nobody, err := osuser.Lookup("nobody")
 	if err != nil {
 		t.Fatalf("no user nobody: %v", err)

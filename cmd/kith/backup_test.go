@@ -14,6 +14,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/postgres/embedded"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // pgTool returns the path of a PostgreSQL client tool of the server's
@@ -26,7 +27,7 @@ func pgTool(t *testing.T, name string) string {
 	if len(found) > 0 {
 		return found[len(found)-1]
 	}
-	return requireTool(t, name)
+	return testkit.Tool(t, name)
 }
 
 func getBody(t *testing.T, url string) (int, string) {
@@ -55,7 +56,7 @@ func TestBackupAndRestoreEmbeddedCluster(t *testing.T) {
 
 	up := newUploader(t, base, 20, 31)
 	up.run(2)
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() == 20 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() == 20 }) {
 		t.Fatalf("uploads: %d of 20\n%s", up.ok.Load(), s.stderr)
 	}
 	up.halt()
@@ -142,7 +143,7 @@ func TestBackupAndRestoreExternalDatabase(t *testing.T) {
 
 	up := newUploader(t, base, 10, 47)
 	up.run(2)
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() == 10 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() == 10 }) {
 		t.Fatalf("uploads: %d of 10\n%s", up.ok.Load(), s.stderr)
 	}
 	up.halt()

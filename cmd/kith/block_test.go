@@ -16,6 +16,7 @@ import (
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon"
@@ -134,7 +135,7 @@ func TestBlockTwoNodesSKS(t *testing.T) {
 	}
 	for i, n := range nodes {
 		for name, u := range lookups(n) {
-			if !eventually(30*time.Second, 20*time.Millisecond, func() bool { return httpStatus(t, u) == http.StatusNotFound }) {
+			if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool { return httpStatus(t, u) == http.StatusNotFound }) {
 				t.Fatalf("node %d: after the block, %s still answers %d", i+1, name, httpStatus(t, u))
 			}
 		}
@@ -161,7 +162,7 @@ func TestBlockTwoNodesSKS(t *testing.T) {
 		}
 	}
 	// SKS fetches what it lacked from the node, gossip off meanwhile.
-	if !eventually(2*time.Minute, 200*time.Millisecond, func() bool { return len(missingFrom(sks.HKPURL, keys[1:])) == 0 }) {
+	if !testkit.PollEvery(2*time.Minute, 200*time.Millisecond, func() bool { return len(missingFrom(sks.HKPURL, keys[1:])) == 0 }) {
 		t.Fatalf("SKS did not fetch the node's keys:\n%s", sks.Log("recon"))
 	}
 	// Another node (a fresh fetcher, no memory of its own) asks SKS for
@@ -206,7 +207,7 @@ func TestBlockTwoNodesSKS(t *testing.T) {
 	}
 	for i, n := range nodes {
 		u := lookups(n)["get by fingerprint"]
-		if !eventually(30*time.Second, 20*time.Millisecond, func() bool { return httpStatus(t, u) == http.StatusOK }) {
+		if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool { return httpStatus(t, u) == http.StatusOK }) {
 			t.Fatalf("node %d does not serve the unblocked key", i+1)
 		}
 	}
@@ -221,7 +222,7 @@ func reconcileWhenSKSListens(ctx context.Context, n *reconNode, peer recon.Peer)
 	var res recon.Result
 	var fetched recon.FetchResult
 	var err error
-	eventually(time.Minute, 500*time.Millisecond, func() bool {
+	testkit.PollEvery(time.Minute, 500*time.Millisecond, func() bool {
 		res, fetched, err = n.manager.ReconcileWith(ctx, peer)
 		return err == nil
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/recon"
@@ -168,7 +169,7 @@ func TestOwnerDeletionThroughTheBinary(t *testing.T) {
 	tombstone(1)
 	// SKS takes the tombstone from Kith (it merges into its full key);
 	// afterwards a round, from any node, fetches nothing again.
-	eventually(time.Minute, 500*time.Millisecond, func() bool {
+	testkit.PollEvery(time.Minute, 500*time.Millisecond, func() bool {
 		_, fetched, err = other.manager.ReconcileWith(ctx, peer)
 		return err == nil
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -25,7 +26,7 @@ import (
 // status and the body.
 func curl(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	bin := requireTool(t, "curl")
+	bin := testkit.Tool(t, "curl")
 	out, err := exec.Command(bin, append([]string{"-sS", "-w", "\n%{http_code}"}, args...)...).Output()
 	if err != nil {
 		t.Fatalf("curl %q: %v", args, err)

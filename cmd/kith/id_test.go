@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
 
@@ -23,7 +24,7 @@ type idUser struct {
 
 func newIDUser(t *testing.T, server string) *idUser {
 	t.Helper()
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	u := &idUser{t: t, bin: kithBinary(t), home: t.TempDir(), gpg: gpgtest.New(t)}
 	if err := os.MkdirAll(filepath.Join(u.home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)

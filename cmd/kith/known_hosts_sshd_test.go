@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // sshdHost is a real sshd on loopback with one host key, letting in the
@@ -30,14 +31,9 @@ type sshdHost struct {
 func requireSSHDAsRoot(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range append([]string{"sshd", "ssh", "ssh-keygen"}, tools...) {
-		requireTool(t, tool)
+		testkit.Tool(t, tool)
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sshd logs users in only when run as root: run as root (CI=true)")
-		}
-		t.Skip("needs root to run sshd")
-	}
+	testkit.Root(t, "to run sshd, which logs users in only as root")
 }
 
 // startSSHD runs sshd on a loopback port with hostKey and the config
@@ -80,7 +76,7 @@ func startSSHD(t *testing.T, hostKey string, lines ...string) *sshdHost {
 			t.Logf("sshd (port %d) log:\n%s", port, h.log.String())
 		}
 	})
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // TestServePublishesListedHostKeys: kith serve with hosts.names publishes
 // a claimed host's key at /hosts/NAME.known_hosts, and refuses a name the
 // setting does not list.
 func TestServePublishesListedHostKeys(t *testing.T) {
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	s := startServe(t, tempDir(t), nil, "--database-url", pgtest.NewDatabase(t), "--hosts-names", "git.example.org,*.lab.example.org")
 	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	base := "http://" + s.addr

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -62,7 +63,7 @@ func TestLoadRefreshesIdentityLinks(t *testing.T) {
 	// `kith load` is another node: the server's cached answer goes with
 	// the notification.
 	want := string(g.Run("", "--export-ssh-key", subID+"!"))
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool { return keys() == want }) {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool { return keys() == want }) {
 		t.Fatalf("after loading the new auth subkey dana serves %q, want %q", keys(), want)
 	}
 	before := logLength(t, a)
@@ -74,7 +75,7 @@ func TestLoadRefreshesIdentityLinks(t *testing.T) {
 	// Revoke the subkey (the key's only one) with gpg.
 	g.Run("y\n0\n\ny\n", "--command-fd", "0", "--edit-key", fpr, "key", "1", "revkey", "save")
 	load()
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool { return keys() == "" }) {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool { return keys() == "" }) {
 		t.Fatalf("after loading the revoked auth subkey dana serves %q", keys())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -86,9 +87,9 @@ func TestLoadDebianKeyringsServesEveryFingerprintGPGLists(t *testing.T) {
 		}
 	}
 	if len(files) == 0 {
-		requireTool(t, "debian-keyring")
+		testkit.Tool(t, "debian-keyring")
 	}
-	gpg := requireTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	url := pgtest.NewDatabase(t)
 	out, errOut, err := runKith(t, append([]string{"load", "--database-url", url}, files...)...)
 	if err != nil {
@@ -198,7 +199,7 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	s := openTestStore(t, url)
 	ctx := context.Background()
 	// Kill it once some batches are in, well before the end.
-	if !eventually(60*time.Second, 10*time.Millisecond, func() bool {
+	if !testkit.PollEvery(60*time.Second, 10*time.Millisecond, func() bool {
 		st, err := s.KeyStats(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -275,20 +276,6 @@ func TestLoadRejectsGarbageAndReportsWhy(t *testing.T) {
 	if _, _, err := runKith(t, "load", "--database-url", url, filepath.Join(t.TempDir(), "missing.pgp")); err == nil {
 		t.Fatal("load of a missing file succeeded")
 	}
-}
-
-// requireTool returns the path of a tool, skipping (or failing with
-// CI=true) when it is missing.
-func requireTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required (CI=true): %v", name, err)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return p
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -98,18 +97,4 @@ func scriptServer(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("usage: kith-server [integrate | get PATH]")
 	}
-}
-
-// eventually polls cond every interval until it holds or within has
-// passed, and reports whether it held: a wait on a condition, with within
-// generous enough for a loaded machine. The caller says what failed.
-func eventually(within, interval time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(interval)
-	}
-	return true
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon"
@@ -115,7 +116,8 @@ func TestReconTwoKithNodesConverge(t *testing.T) {
 	}
 	// b fetches what it lacks after its side of the session ends.
 	want := size + diff
-	waitFor(t, ctx, func() bool {
+	dl, _ := ctx.Deadline()
+	testkit.Eventually(t, time.Until(dl), "both nodes holding every key", func() bool {
 		return len(digestsOf(t, a.store)) == want && len(digestsOf(t, b.store)) == want
 	})
 	if strings.Join(digestsOf(t, a.store), ",") != strings.Join(digestsOf(t, b.store), ",") {
@@ -142,17 +144,6 @@ func TestReconTwoKithNodesConverge(t *testing.T) {
 	for _, st := range a.manager.Status() {
 		if st.Sessions < 2 || st.ElementsReceived < diff {
 			t.Errorf("status of %s: %+v", st.Peer.Address, st)
-		}
-	}
-}
-
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not met in time")
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -67,7 +68,7 @@ func hexFP(k *pgp.Key) string { return strings.ToUpper(hex.EncodeToString(k.Fing
 // leaves it out and repair rewrites it through the normal write path, with
 // a change notification, after which gpg reads it and dump includes it.
 func TestRepairDropsStoredPoisonAndDumpSkipsIt(t *testing.T) {
-	gpg := requireTool(t, "gpg")
+	gpg := testkit.Tool(t, "gpg")
 	keys := debianKeys(t)[:3]
 	clean, poisoned, unsigned := keys[0], keys[1], keys[2]
 	url := pgtest.NewDatabase(t)

@@ -189,7 +189,7 @@ type leakCheck struct {
 func atRest(t *testing.T, base, dbURL string, wantListeners int, under func(leakCheck) bool) leakCheck {
 	t.Helper()
 	var c leakCheck
-	if !eventually(30*time.Second, 100*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 100*time.Millisecond, func() bool {
 		c.goroutines = metric(t, base, "go_goroutines")
 		c.conns, c.listeners = backends(t, dbURL)
 		return c.listeners == wantListeners && (under == nil || under(c))
@@ -217,7 +217,7 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 	up := newUploader(t, base, 300, 16)
 	// Warm up: the same load before the crash, so the counts compare.
 	up.run(4)
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 40 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 40 }) {
 		t.Fatalf("uploads before the crash: %d ok, %d failed\n%s", up.ok.Load(), up.failed.Load(), s.stderr)
 	}
 	up.halt()
@@ -227,7 +227,7 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 	before := atRest(t, base, dbURL, listeners, nil)
 
 	up.run(4)
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 60 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 60 }) {
 		t.Fatalf("uploads: %d ok, %d failed\n%s", up.ok.Load(), up.failed.Load(), s.stderr)
 	}
 	pids := postgresRunningIn(pgdir)
@@ -239,7 +239,7 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 	}
 	killed := time.Now()
 	okAtKill := up.ok.Load()
-	if !eventually(30*time.Second, 10*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 10*time.Millisecond, func() bool {
 		p := postgresRunningIn(pgdir)
 		return len(p) == 1 && p[0] != pids[0]
 	}) {
@@ -249,7 +249,7 @@ func TestServeSurvivesSIGKILLOfEmbeddedPostmaster(t *testing.T) {
 	s.waitHealth(t, http.StatusOK, max(time.Second, 30*time.Second-time.Since(killed)))
 	t.Logf("healthy again %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
 	// Uploads go on succeeding after the restart.
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= okAtKill+40 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= okAtKill+40 }) {
 		t.Fatalf("uploads after the restart: %d ok (%d at the kill), %d failed\n%s", up.ok.Load(), okAtKill, up.failed.Load(), s.stderr)
 	}
 	up.halt()
@@ -444,7 +444,7 @@ func TestServeSurvivesRestartOfExternalPostgres(t *testing.T) {
 	base := "http://" + s.addr
 	up := newUploader(t, base, 60, 17)
 	up.run(2)
-	if !eventually(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 20 }) {
+	if !testkit.PollEvery(60*time.Second, 20*time.Millisecond, func() bool { return up.ok.Load() >= 20 }) {
 		t.Fatalf("uploads: %d ok, %d failed\n%s", up.ok.Load(), up.failed.Load(), s.stderr)
 	}
 	up.halt()
@@ -492,7 +492,7 @@ func TestServeSurvivesRestartOfExternalPostgres(t *testing.T) {
 
 	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	want := float64(up.ok.Load() + int64(len(lateKeys)))
-	if !eventually(30*time.Second, 50*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		return metric(t, base, "kith_recon_tree_digests") == want
 	}) {
 		t.Fatalf("recon tree holds %v digests, want %v (store's)", metric(t, base, "kith_recon_tree_digests"), want)
@@ -509,7 +509,7 @@ func TestServeSurvivesRestartOfExternalPostgres(t *testing.T) {
 	// Uploads work again.
 	up2 := newUploader(t, base, 10, 19)
 	up2.run(2)
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool { return up2.ok.Load() == 10 }) {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool { return up2.ok.Load() == 10 }) {
 		t.Fatalf("uploads after the restart: %d of 10 ok\n%s", up2.ok.Load(), s.stderr)
 	}
 	up2.halt()

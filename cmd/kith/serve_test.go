@@ -19,6 +19,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
@@ -147,7 +148,7 @@ func tempDir(t *testing.T) string {
 func (s *server) waitHealth(t *testing.T, want int, within time.Duration) {
 	t.Helper()
 	last := "no answer"
-	if eventually(within, 20*time.Millisecond, func() bool {
+	if testkit.PollEvery(within, 20*time.Millisecond, func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("kith serve exited (%v) before /pks/health answered %d:\n%s", s.err, want, s.stderr.String())
@@ -283,7 +284,7 @@ func TestServeEmbeddedDefaultStartsAndStopsItsCluster(t *testing.T) {
 	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	s.cmd.Process.Kill()
 	<-s.exited
-	if !eventually(30*time.Second, 50*time.Millisecond, func() bool { return len(postgresRunningIn(pgdir)) == 0 }) {
+	if !testkit.PollEvery(30*time.Second, 50*time.Millisecond, func() bool { return len(postgresRunningIn(pgdir)) == 0 }) {
 		t.Fatal("postgres still running 30 s after kith was killed")
 	}
 	// The next start recovers and serves.
@@ -307,7 +308,7 @@ func TestServeRestartsPostgresAfterImmediateShutdown(t *testing.T) {
 	for _, pid := range old {
 		syscall.Kill(pid, syscall.SIGQUIT) // immediate shutdown
 	}
-	if !eventually(30*time.Second, 10*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 10*time.Millisecond, func() bool {
 		p := postgresRunningIn(pgdir)
 		return len(p) == 1 && len(old) == 1 && p[0] != old[0]
 	}) {
@@ -339,7 +340,7 @@ func TestServeExitsWhenEmbeddedPostgresKeepsFailing(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	body := ""
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get("http://" + s.addr + "/pks/health")
 		if err != nil {
 			return false
@@ -463,7 +464,7 @@ func TestServeWiresEveryFrontend(t *testing.T) {
 	// The background signer signs a first checkpoint at start, by the key
 	// that /log/key serves and kith log-key prints.
 	var checkpoint []byte
-	if !eventually(30*time.Second, 50*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		resp, err := http.Get(base + "/log/checkpoint")
 		if err != nil {
 			return false
@@ -519,7 +520,7 @@ func TestLoadRunsBesideServe(t *testing.T) {
 		t.Fatalf("load said: %s", out)
 	}
 	status := "no answer"
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get(lookup)
 		if err != nil {
 			t.Fatal(err)

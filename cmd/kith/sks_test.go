@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon"
@@ -20,10 +21,9 @@ import (
 // failing with CI=true) when the package is missing.
 func debianKeys(t *testing.T) []*pgp.Key {
 	t.Helper()
-	const path = "/usr/share/keyrings/debian-keyring.gpg"
-	f, err := os.Open(path)
+	f, err := os.Open(testkit.DebianKeyring)
 	if err != nil {
-		requireTool(t, "debian-keyring (/usr/share/keyrings/debian-keyring.gpg)")
+		testkit.Missing(t, "%s missing: %v", testkit.DebianKeyring, err)
 	}
 	defer f.Close()
 	var keys []*pgp.Key
@@ -115,7 +115,7 @@ func TestReconWithRealSKS(t *testing.T) {
 			// SKS fetches what it lacks from Kith's hashquery a few seconds
 			// after its session; Kith fetches at once.
 			var kithLacks, sksLacks []*pgp.Key
-			if !eventually(2*time.Minute, time.Second, func() bool {
+			if !testkit.PollEvery(2*time.Minute, time.Second, func() bool {
 				kithLacks = missingFrom(node.http.URL, union)
 				sksLacks = missingFrom(sks.HKPURL, union)
 				return len(kithLacks) == 0 && len(sksLacks) == 0

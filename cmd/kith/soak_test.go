@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon/skstest"
@@ -110,7 +111,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak test: run with -soak [-soak-duration 10m] -timeout 0")
 	}
 	requirePostgresBinaries(t)
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	skstest.FindBinary(t)
 	dir := tempDir(t)
 

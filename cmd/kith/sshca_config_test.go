@@ -16,6 +16,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/ssh"
 )
 
@@ -60,7 +61,7 @@ func TestSSHCASettingsRefusedWhenBad(t *testing.T) {
 // Ed25519 key or a 32-byte seed instead; a principals file gives extras,
 // and a bad one stops the start.
 func TestSSHCAKeyIsSharedByNodesOrFromFile(t *testing.T) {
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	dbURL := pgtest.NewDatabase(t)
 	ctx := t.Context()
 	open := func() *postgres.Store {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // TestServeAnswersStartingWhileTheStoreStarts: while the store is not
@@ -39,7 +41,7 @@ func TestServeAnswersStartingWhileTheStoreStarts(t *testing.T) {
 	s := startServe(t, tempDir(t), nil, "--database-url", "postgres://kith@"+silent.Addr().String()+"/kith?connect_timeout=600")
 	var body string
 	client := &http.Client{Timeout: 5 * time.Second}
-	if !eventually(30*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := client.Get("http://" + s.addr + "/pks/health")
 		if err != nil {
 			return false

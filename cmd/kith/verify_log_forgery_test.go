@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
 )
@@ -31,7 +32,7 @@ import (
 // from the record says ok; the log's rule is that a token verifies only
 // with a key an earlier oidc.jwks record published, and none did.
 func TestVerifyLogFailsAFabricatedLogin(t *testing.T) {
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	a := newAPIServer(t)
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -112,7 +113,7 @@ func TestVerifyLogFailsAFabricatedLogin(t *testing.T) {
 // account and client; but a consent's token must carry the nonce that
 // commits to the record's statement, and these carry another.
 func TestVerifyLogFailsAReplayedLoginToken(t *testing.T) {
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	a := newAPIServer(t)
 	op := startProvider(t)
 	account := identity.OIDCFactor(op.Issuer, providerUser.Subject)

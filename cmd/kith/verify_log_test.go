@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // TestVerifyLogFindsTheChangedRecord builds a real log with ssh-keygen
@@ -20,7 +22,7 @@ import (
 // changes one byte of one stored record and expects exactly that record
 // to be reported.
 func TestVerifyLogFindsTheChangedRecord(t *testing.T) {
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	a := newAPIServer(t)
 	dir := t.TempDir()
 	k1, k2, k3 := newSSHKeyPair(t, dir, "one"), newSSHKeyPair(t, dir, "two"), newSSHKeyPair(t, dir, "three")

@@ -12,13 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // logWithState builds a server whose log holds five records signed in a
 // checkpoint, and a state file verify-log filled from it.
 func logWithState(t *testing.T) (*apiServer, string) {
 	t.Helper()
-	requireTool(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	a := newAPIServer(t)
 	dir := t.TempDir()
 	k1, k2, k3 := newSSHKeyPair(t, dir, "one"), newSSHKeyPair(t, dir, "two"), newSSHKeyPair(t, dir, "three")

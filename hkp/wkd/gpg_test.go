@@ -20,6 +20,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
+	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
 
 // throwawayCA makes a CA and a server certificate it signs for names; it
@@ -78,15 +81,10 @@ func listen443(t *testing.T) net.Listener {
 // address and the system CA bundle is the throwaway CA (the machine's
 // /etc/hosts and CA bundle are never touched).
 func TestGPGLocateKeysFindsAVerifiedKeyThroughWKD(t *testing.T) {
-	gpg := requireTool(t, "gpg")
-	unshare := requireTool(t, "unshare")
+	gpg := testkit.Tool(t, "gpg")
+	unshare := testkit.Tool(t, "unshare")
 	const bundle = "/etc/ssl/certs/ca-certificates.crt"
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root for a private mount namespace (CI runs as root)")
-		}
-		t.Skip("needs root for a private mount namespace")
-	}
+	testkit.Root(t, "for a private mount namespace")
 	if _, err := os.Stat(bundle); err != nil {
 		t.Fatalf("%s: %v (Debian package ca-certificates)", bundle, err)
 	}
@@ -102,24 +100,16 @@ func TestGPGLocateKeysFindsAVerifiedKeyThroughWKD(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	ip, _, _ := net.SplitHostPort(ln.Addr().String())
 
-	dir, err := os.MkdirTemp("", "kwkd")
-	if err != nil {
+	home := gpgtest.New(t)
+	if err := os.WriteFile(filepath.Join(home.Dir, "dirmngr.conf"), []byte("standard-resolver\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	home := filepath.Join(dir, "g")
-	os.Mkdir(home, 0o700)
-	os.WriteFile(filepath.Join(home, "dirmngr.conf"), []byte("standard-resolver\n"), 0o600)
+	dir := t.TempDir()
 	hosts := filepath.Join(dir, "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" openpgpkey.example.org example.org\n"), 0o644)
 	ca := filepath.Join(dir, "ca.pem")
 	os.WriteFile(ca, caPEM, 0o644)
-	env := append(os.Environ(), "GNUPGHOME="+home)
-	t.Cleanup(func() {
-		kill := exec.Command("gpgconf", "--kill", "all")
-		kill.Env = env
-		kill.Run()
-	})
+	env := home.Env()
 
 	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" ` + bundle + ` && exec "$3" --batch --no-tty --auto-key-locate clear,wkd,nodefault --locate-keys alice@example.org`
 	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, ca, gpg)

@@ -23,29 +23,15 @@ import (
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// requireTool finds a tool, skipping without it (failing with CI=true).
-func requireTool(t testing.TB, paths ...string) string {
-	t.Helper()
-	for _, p := range paths {
-		if full, err := exec.LookPath(p); err == nil {
-			return full
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required (CI=true)", paths[0])
-	}
-	t.Skipf("%s not installed", paths[0])
-	return ""
-}
-
 func wksClient(t testing.TB) string {
-	return requireTool(t, "gpg-wks-client", "/usr/lib/gnupg/gpg-wks-client", "/usr/libexec/gpg-wks-client")
+	return testkit.Tool(t, "gpg-wks-client", "/usr/lib/gnupg/gpg-wks-client", "/usr/libexec/gpg-wks-client")
 }
 
 func TestHashIsWhatGPGWKSClientComputes(t *testing.T) {

@@ -74,14 +74,24 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // themselves (or may not fail the test from their goroutine). The wait
 // between calls grows from 1 ms to 100 ms.
 func Poll(within time.Duration, cond func() bool) bool {
+	return poll(within, time.Millisecond, 100*time.Millisecond, cond)
+}
+
+// PollEvery is Poll with a fixed wait between calls, for a condition that
+// costs its server something to check (a lookup of many keys, say).
+func PollEvery(within, every time.Duration, cond func() bool) bool {
+	return poll(within, every, every, cond)
+}
+
+func poll(within, first, most time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
-	wait := time.Millisecond
+	wait := first
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
+		wait = min(2*wait, most)
 	}
 	return true
 }

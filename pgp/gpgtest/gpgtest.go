@@ -11,6 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"context"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // Home is a throwaway GnuPG home.
@@ -23,14 +28,8 @@ type Home struct {
 // New makes a home for the test t.
 func New(t testing.TB) *Home {
 	t.Helper()
-	for _, tool := range []string{"gpg", "gpgconf"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed (CI=true): %v", tool, err)
-			}
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
+	testkit.Tool(t, "gpg")
+	testkit.Tool(t, "gpgconf")
 	// A short path: gpg-agent's socket must fit in sun_path.
 	dir, err := os.MkdirTemp("/tmp", "kg")
 	if err != nil {
@@ -49,8 +48,17 @@ func New(t testing.TB) *Home {
 	return h
 }
 
-// Env is the environment gpg runs with in this home.
-func (h *Home) Env() []string { return append(os.Environ(), "GNUPGHOME="+h.Dir) }
+// Env is the environment gpg runs with in this home: the test's, without
+// its GNUPGHOME and HTTP proxy (keyservers in tests are on loopback).
+func (h *Home) Env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GNUPGHOME=") && !strings.HasPrefix(strings.ToLower(kv), "http_proxy=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "GNUPGHOME="+h.Dir)
+}
 
 // Run runs gpg in batch mode (no passphrase) with stdin and args and
 // returns its output, failing the test when gpg fails.
@@ -71,7 +79,11 @@ func (h *Home) Try(args ...string) (string, error) {
 }
 
 func (h *Home) try(stdin string, args []string) ([]byte, string, error) {
-	c := exec.Command("gpg", append([]string{"--batch", "--yes", "--no-tty"}, args...)...)
+	// A guard against a gpg that hangs (waiting on a dead dirmngr, say),
+	// not a timing: the test fails with gpg's output instead of timing out.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "gpg", append([]string{"--batch", "--yes", "--no-tty"}, args...)...)
 	c.Env = h.Env()
 	c.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer

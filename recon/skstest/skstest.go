@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
@@ -80,17 +81,7 @@ type Server struct {
 // (failing when CI=true).
 func FindBinary(t testing.TB) string {
 	t.Helper()
-	if p, err := exec.LookPath("sks"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/sbin/sks"); err == nil {
-		return "/usr/sbin/sks"
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true and sks is not installed")
-	}
-	t.Skip("sks is not installed")
-	return ""
+	return testkit.Tool(t, "sks", "/usr/sbin/sks")
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
@@ -250,16 +241,8 @@ func (s *Server) start(sub string) {
 // waitHKP polls op=stats until it answers.
 func (s *Server) waitHKP(timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: 2 * time.Second}
-	for time.Now().Before(deadline) {
-		resp, err := client.Get(s.HKPURL + "/pks/lookup?op=stats")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	answered := testkit.Poll(timeout, func() bool {
 		for i, d := range s.done {
 			select {
 			case <-d:
@@ -267,23 +250,31 @@ func (s *Server) waitHKP(timeout time.Duration) {
 			default:
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		resp, err := client.Get(s.HKPURL + "/pks/lookup?op=stats")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !answered {
+		s.t.Fatalf("sks HKP did not answer within %v:\n%s", timeout, s.Log("db"))
 	}
-	s.t.Fatalf("sks HKP did not answer within %v:\n%s", timeout, s.Log("db"))
 }
 
 // waitRecon waits until the recon port accepts connections.
 func (s *Server) waitRecon(timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", s.ReconAddr, time.Second); err == nil {
+	listening := testkit.Poll(timeout, func() bool {
+		c, err := net.DialTimeout("tcp", s.ReconAddr, time.Second)
+		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	})
+	if !listening {
+		s.t.Fatalf("sks recon did not listen on %s within %v:\n%s", s.ReconAddr, timeout, s.Log("recon"))
 	}
-	s.t.Fatalf("sks recon did not listen on %s within %v:\n%s", s.ReconAddr, timeout, s.Log("recon"))
 }
 
 // Log returns the tail of a process's log ("db" or "recon"): its stdout and

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -40,7 +41,7 @@ func TestCacheDropsOnAnotherNodesAppend(t *testing.T) {
 	}
 	var st int
 	var etag string
-	eventually(t, 10*time.Second, "the other node answering 200 after the claim", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the other node answering 200 after the claim", func() bool {
 		st, etag = get()
 		return st == 200
 	})

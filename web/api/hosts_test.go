@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -154,7 +155,7 @@ func TestKnownHostsFreshAcrossNodes(t *testing.T) {
 		k.addKey(h, key, old)
 		// Warm both caches with the key in.
 		for _, url := range []string{k.url + path, b.URL + path} {
-			eventually(t, 10*time.Second, "the added key served at "+url, func() bool {
+			testkit.Eventually(t, 10*time.Second, "the added key served at "+url, func() bool {
 				st, body := getFrom(t, url)
 				return st == 200 && strings.Contains(body, keyOnly(key.pub))
 			})
@@ -163,7 +164,7 @@ func TestKnownHostsFreshAcrossNodes(t *testing.T) {
 		if _, body := getFrom(t, k.url+path); strings.Contains(body, keyOnly(key.pub)) {
 			t.Fatalf("round %d: node A serves the key it just revoked:\n%s", i, body)
 		}
-		eventually(t, 10*time.Second, "node B dropping the revoked key", func() bool {
+		testkit.Eventually(t, 10*time.Second, "node B dropping the revoked key", func() bool {
 			st, body := getFrom(t, b.URL+path)
 			return st == 200 && !strings.Contains(body, keyOnly(key.pub)) && strings.Contains(body, keyOnly(old.pub))
 		})

@@ -16,6 +16,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -180,7 +181,7 @@ func TestReadYourWritesAcrossNodes(t *testing.T) {
 	// it stays so.
 	fresh := func(round int, what string, ok func(string) bool) {
 		t.Helper()
-		eventually(t, 10*time.Second, fmt.Sprintf("round %d: node B %s", round, what), func() bool {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("round %d: node B %s", round, what), func() bool {
 			st, body := getFrom(t, keysB)
 			return st == 200 && ok(body)
 		})

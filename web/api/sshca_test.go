@@ -13,6 +13,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
@@ -100,7 +101,7 @@ func keygenQuery(t *testing.T, krl []byte, certLine string) bool {
 // the key's link puts its serial in the KRL, where ssh-keygen -Q finds it
 // revoked and the other certificate not.
 func TestSSHCertificateIssuedPublishedRevoked(t *testing.T) {
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	k := newKith(t)
 	dir := t.TempDir()
 	a, b := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ecdsa")
@@ -180,7 +181,7 @@ func TestSSHCertificateIssuedPublishedRevoked(t *testing.T) {
 // TestSSHCertificateRefusalsHaveCodes: over HTTP, every refusal is its
 // status and stable code, and writes nothing to the log.
 func TestSSHCertificateRefusalsHaveCodes(t *testing.T) {
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	k := newKith(t)
 	dir := t.TempDir()
 	a, claimed, stranger := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519")
@@ -269,7 +270,7 @@ func TestSSHCertificateRefusalsHaveCodes(t *testing.T) {
 // proven for the identity, one signed by a CA the log never published),
 // fail verify-log although their signatures verify.
 func TestVerifyLogRefusesForgedCertificates(t *testing.T) {
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	k := newKith(t)
 	dir := t.TempDir()
 	a, b := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519")
@@ -375,7 +376,7 @@ func TestStrangersBindingOfAnSSHKeyGetsNoCertificate(t *testing.T) {
 // before another node recorded a revocation serves the revocation once
 // the append's notification reaches it, not a stale list.
 func TestKRLOfAnotherNodeFollowsARevocation(t *testing.T) {
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	k := newKith(t)
 	st2, err := postgres.Open(t.Context(), k.dbURL, postgres.Options{})
 	if err != nil {
@@ -408,7 +409,7 @@ func TestKRLOfAnotherNodeFollowsARevocation(t *testing.T) {
 		t.Fatal("revoked before the revocation")
 	}
 	k.revokeSSH("nora", b, a)
-	eventually(t, 10*time.Second, "node 2's KRL listing the revoked certificate", func() bool {
+	testkit.Eventually(t, 10*time.Second, "node 2's KRL listing the revoked certificate", func() bool {
 		return krl2().Revoked(caBlob, cb.Serial, "")
 	})
 }

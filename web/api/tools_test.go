@@ -19,25 +19,13 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// need skips t when a tool is missing, or fails it with CI=true.
-func need(t testing.TB, tool string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s needed (CI=true): %v", tool, err)
-		}
-		t.Skipf("%s not installed", tool)
-	}
-	return p
-}
 
 // clock is a settable clock for the service.
 type clock struct {
@@ -149,20 +137,7 @@ func testHosts(t testing.TB) identity.HostPolicy {
 // its lookups are cached (and dropped by other nodes' appends).
 func waitListening(t testing.TB, h *api.Handler) {
 	t.Helper()
-	eventually(t, 10*time.Second, "the handler listening to evidence appends", h.Listening)
-}
-
-// eventually polls cond until it holds, failing t if it does not within
-// d: a wait on a condition, with d generous enough for a loaded machine.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the handler listening to evidence appends", h.Listening)
 }
 
 // call sends a JSON request and decodes the JSON answer into out (if not
@@ -239,7 +214,7 @@ type sshKey struct {
 
 func newSSHKey(t testing.TB, dir, typ string) sshKey {
 	t.Helper()
-	need(t, "ssh-keygen")
+	testkit.Tool(t, "ssh-keygen")
 	path := filepath.Join(dir, "id_"+strings.ReplaceAll(typ, "-", "")+"_"+randName())
 	args := []string{"-q", "-t", typ, "-N", "", "-C", "test@" + typ, "-f", path}
 	if typ == "rsa" {

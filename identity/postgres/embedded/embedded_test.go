@@ -15,16 +15,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // needServer skips (or fails with CI=true) without PostgreSQL binaries.
 func needServer(t *testing.T) {
 	t.Helper()
 	if _, err := findBinDir(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL needed (CI=true): %v", err)
-		}
-		t.Skip(err)
+		testkit.Missing(t, "PostgreSQL server binaries: %v", err)
 	}
 }
 
@@ -98,18 +97,6 @@ func exec1(t *testing.T, url, sql string, args ...any) {
 	}
 }
 
-// waitFor polls cond every 20 ms until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestClusterRestartsServerKilledWithSIGKILL(t *testing.T) {
 	c, logs := startCluster(t, Options{})
 	exec1(t, c.URL(), "CREATE TABLE t (v int)")
@@ -127,7 +114,7 @@ func TestClusterRestartsServerKilledWithSIGKILL(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "a new postmaster runs", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a new postmaster runs", func() bool {
 		return c.State() == Running && c.pid() != 0 && c.pid() != old
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -253,7 +240,7 @@ func TestClusterRefusesConnectionsWithoutThePassword(t *testing.T) {
 	// The same after a crash and restart.
 	old := c.pid()
 	syscall.Kill(old, syscall.SIGKILL)
-	waitFor(t, 30*time.Second, "restarted", func() bool { return c.State() == Running && c.pid() != old })
+	testkit.Eventually(t, 30*time.Second, "restarted", func() bool { return c.State() == Running && c.pid() != old })
 	assertPasswordRequired(t, c)
 }
 
