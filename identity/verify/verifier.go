@@ -143,13 +143,18 @@ func pgpRefusal(err error) error {
 
 // PGPKeyLinks returns the stored key and the links it carries at the
 // instant at: authentication subkeys valid then as SSH keys, and the
-// emails of self-signed user IDs valid then.
+// emails of self-signed user IDs valid then. A key with no valid
+// self-signature then (a deleted key's tombstone, its user IDs gone)
+// carries none.
 func (v *Verifier) PGPKeyLinks(ctx context.Context, fingerprint string, at time.Time) ([]byte, []identity.KeyLink, error) {
 	k, err := v.StoredKey(ctx, fingerprint)
 	if err != nil {
 		return nil, nil, err
 	}
 	links, err := keyLinks(k, at)
+	if errors.Is(err, pgp.ErrNoSelfSignature) {
+		return k.Bytes(), nil, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
