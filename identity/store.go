@@ -74,10 +74,12 @@ type Tx interface {
 	// From the key, no identity) hold of a person: every artifact of
 	// theirs, or, with userID, only their whole-key artifacts (which hold
 	// every user ID) and, when email is not empty, every artifact of those
-	// linking that address. Committed addresses it erases stop being
-	// named by the records, and the key's pending mail links for them go.
-	// It returns how many records lost artifacts; the records and their
-	// commitments stay.
+	// linking that address. An identity's records signed by the key (From
+	// the key: a claim, an add, a revocation) lose their whole-key
+	// artifacts too, and keep the rest. Committed addresses it erases stop
+	// being named by the records, and the key's pending mail links for
+	// them go. It returns how many records lost artifacts; the records and
+	// their commitments stay.
 	EraseKeyArtifacts(ctx context.Context, key Factor, userID bool, email string) (int, error)
 }
 

@@ -422,10 +422,12 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx iden
 		}
 		for i := range s.log {
 			e := &s.log[i]
-			if e.Handle != "" || !e.From.Same(k.key) || len(e.Commitments) == 0 {
+			if !e.From.Same(k.key) || len(e.Commitments) == 0 {
 				continue
 			}
-			if !k.userID || k.email != "" && e.To.Kind == identity.KindEmail && e.To.Value == k.email {
+			// An identity's record signed by the key loses only its
+			// whole key: its other artifacts are the identity's.
+			if e.Handle == "" && (!k.userID || k.email != "" && e.To.Kind == identity.KindEmail && e.To.Value == k.email) {
 				erase(e)
 				continue
 			}
@@ -627,7 +629,7 @@ func (t *tx) EraseKeyArtifacts(ctx context.Context, key identity.Factor, userID 
 	n := 0
 	for i := range t.s.log {
 		e := &t.s.log[i]
-		if e.Handle == "" && e.From.Same(key) && len(e.Artifacts) > 0 {
+		if e.From.Same(key) && len(e.Artifacts) > 0 && (e.Handle == "" || e.Committed(identity.ArtifactPGPKey)) {
 			n++
 		}
 	}

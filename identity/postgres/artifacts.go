@@ -104,20 +104,25 @@ func (s *Store) AccountSalt(ctx context.Context, issuer, subject string, fresh [
 // EraseKeyArtifacts deletes what the records an OpenPGP key carries (and
 // the email records and server revocations about it) hold of a person
 // (see identity.Tx): every artifact of those records, or, with userID,
-// their whole-key artifacts and every artifact of those linking email.
+// their whole-key artifacts and every artifact of those linking email;
+// an identity's records signed by the key lose their whole-key artifacts.
 // The records' erased addresses are unlinked from them, their factors
 // deleted when no other record names them, and the key's pending mail
 // links for the addresses dropped.
 func (t *tx) EraseKeyArtifacts(ctx context.Context, key identity.Factor, userID bool, email string) (int, error) {
 	all := !userID
 	var n int
+	// An identity's record signed by the key (a claim, an add, a
+	// revocation) loses only its whole key: its other artifacts are the
+	// identity's.
 	err := t.tx.QueryRow(ctx, `WITH recs AS (
-			SELECT e.seq, coalesce($3 <> '' AND tf.kind = 'email' AND tf.value = $3, false) AS addressed
+			SELECT e.seq, e.identity_id IS NULL AS carried,
+				coalesce($3 <> '' AND tf.kind = 'email' AND tf.value = $3, false) AS addressed
 			FROM evidence e JOIN factors ff ON ff.id = e.from_factor LEFT JOIN factors tf ON tf.id = e.to_factor
-			WHERE ff.kind = $1 AND ff.value = $2 AND e.identity_id IS NULL AND e.commitments <> ''::bytea
+			WHERE ff.kind = $1 AND ff.value = $2 AND e.commitments <> ''::bytea
 		), gone AS (
 			DELETE FROM evidence_artifacts a USING recs r
-			WHERE a.seq = r.seq AND ($5 OR r.addressed OR a.kind = $4)
+			WHERE a.seq = r.seq AND (a.kind = $4 OR r.carried AND ($5 OR r.addressed))
 			RETURNING a.seq
 		)
 		SELECT count(DISTINCT seq) FROM gone`,

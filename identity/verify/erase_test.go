@@ -12,8 +12,10 @@ import (
 // TestDeletedKeyEndsItsLinksAndKeepsNoUserIDs: a proven key replaced by
 // its tombstone (what the store keeps once its owner deletes it: the
 // primary key, no self-signature) carries no links, so erasing it ends
-// every link it carried instead of failing on the missing self-signature,
-// and the log still verifies.
+// every link it carried instead of failing on the missing self-signature;
+// afterwards no record the key signed, its identity's claim included,
+// keeps the whole key (user IDs and all) as an artifact, and the log
+// still verifies.
 func TestDeletedKeyEndsItsLinksAndKeepsNoUserIDs(t *testing.T) {
 	ctx := context.Background()
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -42,6 +44,17 @@ func TestDeletedKeyEndsItsLinksAndKeepsNoUserIDs(t *testing.T) {
 	}
 	if n := h.methods(t)[identity.MethodRevocation]; n != carried {
 		t.Errorf("%d revocations after the deletion, want one for each of the %d links", n, carried)
+	}
+	arts, err := h.svc.IdentityArtifacts(ctx, "dora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ra := range arts {
+		for _, a := range ra.Artifacts {
+			if a.Kind == identity.ArtifactPGPKey {
+				t.Errorf("record %d still keeps the deleted key as an artifact", ra.Seq)
+			}
+		}
 	}
 	h.verifyLog(t)
 }
