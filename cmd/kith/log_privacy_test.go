@@ -22,6 +22,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
@@ -71,8 +72,7 @@ type logPrivacy struct {
 func TestLogKeepsNoPersonalDataThroughTheBinary(t *testing.T) {
 	t.Parallel()
 	requirePostgresBinaries(t)
-	requireTool(t, "ssh-keygen")
-	gpgtest.New(t) // skip early where gpg is missing
+	testkit.Tool(t, "ssh-keygen", "gpg", "gpgconf")
 	lp := &logPrivacy{t: t, dbURL: pgtest.NewDatabase(t), smtp: mailtest.Start(t, mailtest.Options{})}
 	s := startServe(t, tempDir(t), nil, "--database-url", lp.dbURL, "--hkp-email-lookup", "verified",
 		"--smtp-address", lp.smtp.Addr, "--smtp-starttls=false", "--smtp-from", "keys@example.org")
@@ -287,7 +287,7 @@ func (lp *logPrivacy) logNamesNone(personal []string) []api.LogRecord {
 		}
 	}
 	var size int64
-	if !eventually(time.Minute, 20*time.Millisecond, func() bool {
+	if !testkit.PollEvery(time.Minute, 20*time.Millisecond, func() bool {
 		read()
 		code, signed := lp.get("/log/checkpoint")
 		if code != http.StatusOK {
