@@ -36,6 +36,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 	"github.com/kith-keyserver/kith/recon/skstest"
@@ -358,20 +359,18 @@ func (k *kithNode) serve(ctx context.Context) *runningKith {
 		})
 	}
 	k.t.Cleanup(r.stop)
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	healthy := testkit.PollEvery(10*time.Minute, 200*time.Millisecond, func() bool {
 		res, err := http.Get(r.base + "/pks/health")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return r
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("kith serve did not become healthy; see %s", r.log)
-		}
-		time.Sleep(200 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	if !healthy {
+		k.t.Fatalf("kith serve did not become healthy; see %s", r.log)
 	}
+	return r
 }
 
 // rssKiB is the process's resident set size.

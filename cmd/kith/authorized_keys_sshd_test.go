@@ -139,17 +139,15 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 			t.Logf("sshd log:\n%s", sshdLog.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	listening := testkit.Poll(10*time.Second, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen: %v\n%s", err, sshdLog.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	})
+	if !listening {
+		t.Fatalf("sshd did not listen on port %d:\n%s", port, sshdLog.String())
 	}
 
 	login := func(k sshKeyPair) bool {

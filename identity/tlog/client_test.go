@@ -28,6 +28,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/tlog"
 )
 
@@ -414,14 +415,8 @@ func TestRunSignsSoonAfterNotify(t *testing.T) {
 	go l.Run(ctx)
 	appendRecords(t, st, 5)
 	l.Notify()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if n, _, err := st.Checkpoint(ctx); err == nil && n == 5 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint of the appended records")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, "a checkpoint of the appended records", func() bool {
+		n, _, err := st.Checkpoint(ctx)
+		return err == nil && n == 5
+	})
 }
