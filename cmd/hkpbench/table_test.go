@@ -338,7 +338,7 @@ type runningKith struct {
 // until its health check answers 200.
 func (k *kithNode) serve(ctx context.Context) *runningKith {
 	k.t.Helper()
-	port, reconPort := skstest.FreePort(k.t), skstest.FreePort(k.t)
+	port, reconPort := testkit.FreePort(k.t), testkit.FreePort(k.t)
 	r := &runningKith{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	r.cmd = k.command(ctx, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--recon-listen", fmt.Sprintf("127.0.0.1:%d", reconPort))
 	r.log = k.data + ".log"

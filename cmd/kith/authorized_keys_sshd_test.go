@@ -41,17 +41,6 @@ func rootOwnedDir(t *testing.T) string {
 	return ""
 }
 
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestSSHDLogsInOnlyWithProvenKeys runs a real sshd whose
 // AuthorizedKeysCommand is kith authorized-keys against an in-process
 // Kith API, as nobody with the cache directory the README has one make,
@@ -106,7 +95,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 		t.Fatalf("install -d: %v\n%s", err, out)
 	}
 	const maxAge = time.Hour
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	config := filepath.Join(work, "sshd_config")
 	cmd := fmt.Sprintf("%s authorized-keys --server %s --cache-dir %s --map %s --max-age %s --timeout 1s --fingerprint %%f %%u",
 		kithBin, a.srv.URL, cacheDir, mapFile, maxAge)

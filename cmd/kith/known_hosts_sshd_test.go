@@ -49,7 +49,7 @@ func startSSHD(t *testing.T, hostKey string, lines ...string) *sshdHost {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	config := filepath.Join(work, "sshd_config")
 	os.WriteFile(config, []byte(strings.Join(append(lines,
 		"ListenAddress 127.0.0.1",

@@ -300,7 +300,7 @@ func startExternalPG(t *testing.T) *externalPG {
 		}
 	}
 	sort.Strings(bins)
-	pg := &externalPG{t: t, bin: filepath.Dir(bins[len(bins)-1]), dir: filepath.Join(tempDir(t), "pg"), port: freePort(t)}
+	pg := &externalPG{t: t, bin: filepath.Dir(bins[len(bins)-1]), dir: filepath.Join(tempDir(t), "pg"), port: testkit.FreePort(t)}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {

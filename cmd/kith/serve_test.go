@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,17 +72,6 @@ func kithBinary(t *testing.T) string {
 	return filepath.Join(b.dir, "kith")
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // server is a running kith serve process.
 type server struct {
 	cmd    *exec.Cmd
@@ -115,7 +103,7 @@ func (s *syncBuffer) String() string {
 func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...string) *server {
 	t.Helper()
 	bin := kithBinary(t)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--recon-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
@@ -548,7 +536,7 @@ func mustOpen(t *testing.T, path string) *os.File {
 // its own loopback listener, and the public listener has no such route.
 func TestServeProfilerOnlyOnDebugListen(t *testing.T) {
 	url := pgtest.NewDatabase(t)
-	debug := freeAddr(t)
+	debug := testkit.FreeAddr(t)
 	s := startServe(t, tempDir(t), nil, "--database-url", url, "--debug-listen", debug)
 	s.waitHealth(t, http.StatusOK, 30*time.Second)
 	get := func(u string) (int, string) {

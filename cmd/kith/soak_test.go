@@ -116,7 +116,7 @@ func TestSoak(t *testing.T) {
 	dir := tempDir(t)
 
 	// The recon peer: an SKS that gossips with Kith every few seconds.
-	reconPort := skstest.FreePort(t)
+	reconPort := testkit.FreePort(t)
 	sks := skstest.Start(t, skstest.Options{
 		Membership:     []string{"127.0.0.1 " + strconv.Itoa(reconPort)},
 		GossipInterval: 0.5, // minutes

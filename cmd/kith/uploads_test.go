@@ -19,6 +19,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/subprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/recon"
@@ -101,7 +102,7 @@ func TestUploadPolicyThroughTheBinary(t *testing.T) {
 func startServeEnv(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	dir := tempDir(t)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(kithBinary(t), append([]string{"serve", "--listen", addr, "--recon-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)

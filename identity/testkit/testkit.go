@@ -1,16 +1,19 @@
 // Package testkit holds the helpers every Kith test package needs and
 // none owns: the check for an installed tool (skip where it is missing,
 // fail under CI=true, where the real thing must be tested), waiting on a
-// condition instead of a sleep, and the shared fixtures. It is imported
-// by tests and test-support packages (pgtest, skstest, gpgtest) only.
+// condition instead of a sleep, free ports for servers that must be told
+// theirs, and the shared fixtures. It is imported by tests and
+// test-support packages (pgtest, skstest, gpgtest) only.
 //
 // It does not start servers: PostgreSQL is package pgtest's, SKS package
 // skstest's, GnuPG homes package gpgtest's.
 package testkit
 
 import (
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -103,4 +106,23 @@ func Root(t testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		Missing(t, "needs root %s", why)
 	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server that must be told its port before it starts (sshd, sks, a kith
+// binary). A server the test runs in-process listens on port 0 instead.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeAddr is FreePort as a "127.0.0.1:PORT" address.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }

@@ -84,17 +84,6 @@ func FindBinary(t testing.TB) string {
 	return testkit.Tool(t, "sks", "/usr/sbin/sks")
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // Start builds and starts an SKS; it is stopped at t.Cleanup.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
@@ -114,9 +103,9 @@ func Start(t testing.TB, opts Options) *Server {
 		opts.StartTimeout = 60 * time.Second
 	}
 	s := &Server{t: t, Dir: t.TempDir()}
-	s.HKPPort, s.ReconPort = FreePort(t), FreePort(t)
+	s.HKPPort, s.ReconPort = testkit.FreePort(t), testkit.FreePort(t)
 	for s.ReconPort == s.HKPPort {
-		s.ReconPort = FreePort(t)
+		s.ReconPort = testkit.FreePort(t)
 	}
 	s.ReconAddr = fmt.Sprintf("127.0.0.1:%d", s.ReconPort)
 	s.HKPURL = fmt.Sprintf("http://127.0.0.1:%d", s.HKPPort)
