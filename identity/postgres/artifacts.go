@@ -55,11 +55,11 @@ func decodeCommitments(b []byte) ([]identity.Commitment, error) {
 	return out, nil
 }
 
-// saveArtifacts stores the private artifacts of the appended record e, in
-// one statement.
-func (t *tx) saveArtifacts(ctx context.Context, e *identity.Evidence) error {
+// queueArtifacts queues the statement that stores the private artifacts
+// of the appended record e, if it has any.
+func queueArtifacts(b *pgx.Batch, e *identity.Evidence) {
 	if len(e.Artifacts) == 0 {
-		return nil
+		return
 	}
 	kinds := make([]string, len(e.Artifacts))
 	salts := make([][]byte, len(e.Artifacts))
@@ -67,12 +67,9 @@ func (t *tx) saveArtifacts(ctx context.Context, e *identity.Evidence) error {
 	for i, a := range e.Artifacts {
 		kinds[i], salts[i], values[i] = string(a.Kind), a.Salt, nonNil(a.Value)
 	}
-	if _, err := t.tx.Exec(ctx, `INSERT INTO evidence_artifacts (seq, kind, salt, value)
+	b.Queue(`INSERT INTO evidence_artifacts (seq, kind, salt, value)
 		SELECT $1, k, s, v FROM unnest($2::text[], $3::bytea[], $4::bytea[]) AS a(k, s, v)`,
-		e.Seq, kinds, salts, values); err != nil {
-		return fmt.Errorf("postgres: append evidence %d: artifacts: %w", e.Seq, err)
-	}
-	return nil
+		e.Seq, kinds, salts, values)
 }
 
 // AccountSalt returns the salt of the OpenID Connect account, storing

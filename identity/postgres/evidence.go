@@ -200,35 +200,32 @@ func (t *tx) Append(ctx context.Context, e *identity.Evidence) error {
 	// address stays in its factor, which the row references and the log
 	// does not serve.)
 	pub := e.Public()
-	_, err = t.tx.Exec(ctx, `INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
+	// The row, its artifacts, the head and the notification go to the
+	// server as one batch: one round trip, whatever the record commits to.
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO evidence (seq, method, purpose, identity_id, handle, from_factor, to_factor,
 			label, statement, signature, signer_key, created_at, expires_at, revokes, prev_hash, hash, consent, commitments)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		e.Seq, string(e.Method), string(e.Purpose), identityID, string(e.Handle), fromID, toID,
 		e.Label, nonNil(pub.Statement), nonNil(pub.Signature), nonNil(pub.SignerKey), e.Created, nullTime(e.Expires),
 		revokes, e.PrevHash, e.Hash, nonNil(e.Consent), encodeCommitments(e.Commitments))
-	if err != nil {
-		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)
-	}
-	if err := t.saveArtifacts(ctx, e); err != nil {
-		return err
-	}
-	if _, err := t.tx.Exec(ctx, "UPDATE evidence_head SET seq = $1, hash = $2", e.Seq, e.Hash); err != nil {
-		return fmt.Errorf("postgres: append evidence %d: head: %w", e.Seq, err)
-	}
-	t.headSeq, t.headHash = e.Seq, e.Hash
+	queueArtifacts(b, e)
+	b.Queue("UPDATE evidence_head SET seq = $1, hash = $2", e.Seq, e.Hash)
 	payload := string(e.Handle)
 	if payload == "" {
 		payload = "*"
 	}
+	if !t.notified[payload] {
+		b.Queue("SELECT pg_notify($1, $2)", EvidenceChannel, payload)
+	}
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("postgres: append evidence %d: %w", e.Seq, err)
+	}
+	t.headSeq, t.headHash = e.Seq, e.Hash
 	if t.notified == nil {
 		t.notified = map[string]bool{}
 	}
-	if !t.notified[payload] {
-		t.notified[payload] = true
-		if _, err := t.tx.Exec(ctx, "SELECT pg_notify($1, $2)", EvidenceChannel, payload); err != nil {
-			return fmt.Errorf("postgres: append evidence %d: notify: %w", e.Seq, err)
-		}
-	}
+	t.notified[payload] = true
 	return nil
 }
 
