@@ -99,6 +99,11 @@ func TestLogKeepsNoPersonalDataThroughTheBinary(t *testing.T) {
 		t.Fatal("the log holds no withdrawal (email.verified, purpose revoke): the test proves nothing of it")
 	}
 	lp.nowherePublic(alice, alice.addrs[0], false)
+	// The identity's public document lists the key's claimed addresses,
+	// never which of them a mailbox confirmed (nor that one withdrew).
+	if _, body := lp.get("/users/" + alice.handle + ".json"); strings.Contains(string(body), "email.verified") {
+		t.Errorf("/users/%s.json tells which address was verified by mail:\n%s", alice.handle, body)
+	}
 
 	// Alice deletes her key.
 	var ch api.ChallengeResponse

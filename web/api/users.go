@@ -89,7 +89,10 @@ func newIdentityDoc(id identity.Identity, a *identity.Assessment, recs []identit
 		}
 		for _, seq := range st.Records {
 			e := bySeq[seq]
-			if e == nil {
+			if e == nil || e.Method == identity.MethodEmailVerified {
+				// A mail verification and its withdrawal commit to their
+				// address in the log; listed under the address, they would
+				// tell anyone that the mailbox answered, even once withdrawn.
 				continue
 			}
 			ed := EvidenceDoc{Seq: e.Seq, Method: string(e.Method), Purpose: string(e.Purpose), From: e.From.String(),
