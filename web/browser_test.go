@@ -23,7 +23,7 @@ import (
 // with CI=true) and returns a browser context.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
-	path := testkit.Tool(t, "chromium", "chromium-browser", "google-chrome")
+	path := testkit.AnyTool(t, "chromium", "chromium-browser", "google-chrome")
 	actx, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Headless,

@@ -32,16 +32,34 @@ func Missing(t testing.TB, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
-// Tool returns the path of the first of names that is installed; when
-// none is, it skips t (fails it under CI=true).
+// Tool returns the path of the first of names when every one of them is
+// installed; when one is missing it skips t (fails it under CI=true).
 func Tool(t testing.TB, names ...string) string {
+	t.Helper()
+	var first string
+	for i, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			Missing(t, "%s not installed", name)
+		}
+		if i == 0 {
+			first = p
+		}
+	}
+	return first
+}
+
+// AnyTool returns the path of the first of names that is installed, for a
+// tool known under several names or paths (chromium, chromium-browser);
+// when none is, it skips t (fails it under CI=true).
+func AnyTool(t testing.TB, names ...string) string {
 	t.Helper()
 	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	Missing(t, "%v not installed", names)
+	Missing(t, "none of %v installed", names)
 	return ""
 }
 

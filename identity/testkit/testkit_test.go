@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,9 +22,26 @@ func TestPollGivesUpAfterItsTime(t *testing.T) {
 	}
 }
 
-func TestToolFindsTheFirstInstalled(t *testing.T) {
-	// sh is in every image the tests run in.
-	if p := Tool(t, "kith-no-such-tool", "sh"); p == "" {
-		t.Fatal("Tool found no sh")
+func TestAnyToolFindsTheFirstInstalled(t *testing.T) {
+	// sh and cat are in every image the tests run in.
+	if p := AnyTool(t, "kith-no-such-tool", "sh"); p == "" {
+		t.Fatal("AnyTool found no sh")
+	}
+	if p := Tool(t, "sh", "cat"); p == "" || !strings.HasSuffix(p, "/sh") {
+		t.Fatalf("Tool(sh, cat) = %q, want the path of sh", p)
+	}
+}
+
+func TestToolSkipsWhenOneIsMissing(t *testing.T) {
+	if CI() {
+		t.Skip("under CI=true a missing tool fails the test")
+	}
+	var skipped bool
+	t.Run("sub", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		Tool(t, "sh", "kith-no-such-tool")
+	})
+	if !skipped {
+		t.Fatal("Tool with one tool missing did not skip")
 	}
 }
