@@ -2,19 +2,26 @@
 // with its agent when the test ends, and the few calls tests need (run a
 // command, make a key, point dirmngr at a keyserver). A test that uses it
 // is skipped where gpg is missing, and fails instead when CI=true.
+//
+// The home's gpg-agent (and dirmngr, once a keyserver is set) are children
+// of the test binary, started in their supervised mode on the sockets gpg
+// looks for, so that they die with it: the daemons gpg starts by itself
+// detach, and outlive a test binary that is killed.
 package gpgtest
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"context"
-
+	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
@@ -23,6 +30,8 @@ type Home struct {
 	t testing.TB
 	// Dir is the home directory (GNUPGHOME).
 	Dir string
+
+	dirmngr *exec.Cmd // started by UseKeyserver
 }
 
 // New makes a home for the test t.
@@ -45,7 +54,47 @@ func New(t testing.TB) *Home {
 		c.Run()
 		os.RemoveAll(dir)
 	})
+	h.supervise("gpg-agent", "agent-socket", "LISTEN_FDNAMES=std")
 	return h
+}
+
+// supervise starts daemon (gpg-agent or dirmngr) in supervised mode,
+// listening on the socket gpgconf names for socket, as a child of the
+// test binary that is killed when the test ends or the binary dies.
+func (h *Home) supervise(daemon, socket string, env ...string) *exec.Cmd {
+	h.t.Helper()
+	out, err := exec.Command("gpgconf", "--homedir", h.Dir, "--list-dirs", socket).Output()
+	if err != nil {
+		h.t.Fatalf("gpgconf --list-dirs %s: %v", socket, err)
+	}
+	path := strings.TrimSpace(string(out))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		h.t.Fatalf("%s socket: %v", daemon, err)
+	}
+	ln.SetUnlinkOnClose(false) // the socket is the daemon's now
+	f, err := ln.File()
+	ln.Close()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer f.Close()
+	// The systemd protocol: the socket is fd 3, and LISTEN_PID must be
+	// the daemon's own pid, which the shell's is once it execs.
+	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ exec "$0" --homedir "$1" --supervised`, daemon, h.Dir)
+	cmd.Env = append(append(h.Env(), "LISTEN_FDS=1"), env...)
+	cmd.ExtraFiles = []*os.File{f}
+	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
 }
 
 // Env is the environment gpg runs with in this home: the test's, without
@@ -113,4 +162,9 @@ func (h *Home) UseKeyserver(addr string) {
 	if err := os.WriteFile(filepath.Join(h.Dir, "dirmngr.conf"), []byte(conf), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
+	if h.dirmngr != nil {
+		h.dirmngr.Process.Signal(syscall.SIGHUP) // reread dirmngr.conf
+		return
+	}
+	h.dirmngr = h.supervise("dirmngr", "dirmngr-socket")
 }
