@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -250,9 +251,9 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	// answers the change outdates on this node before AddKey returned.
 	res.Result = change.String()
 	switch change {
-	case identity.KeyBlocked:
+	case keys.Blocked:
 		res.Result, res.Reason = resultRejected, change.Reason()
-	case identity.KeyReduced:
+	case keys.Reduced:
 		res.Reason = change.Reason()
 	}
 	return res
@@ -261,13 +262,13 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 func (r *AddResponse) add(res AddResult) {
 	r.Keys = append(r.Keys, res)
 	switch res.Result {
-	case identity.KeyInserted.String():
+	case keys.Inserted.String():
 		r.Inserted++
-	case identity.KeyUpdated.String():
+	case keys.Updated.String():
 		r.Updated++
-	case identity.KeyUnchanged.String():
+	case keys.Unchanged.String():
 		r.Unchanged++
-	case identity.KeyReduced.String():
+	case keys.Reduced.String():
 		r.Reduced++
 	case resultError:
 		r.Errors++

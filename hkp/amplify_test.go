@@ -15,7 +15,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -183,6 +183,6 @@ func TestBroadGetOfHugeKeysIsRefusedOrStreamed(t *testing.T) {
 	}
 }
 
-func wordsQuery(w string) identity.KeyQuery {
-	return identity.KeyQuery{Words: []string{w}, Limit: 100}
+func wordsQuery(w string) keys.Query {
+	return keys.Query{Words: []string{w}, Limit: 100}
 }

@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 // writeArmoredPackets writes the keys' packets, in order, as one armored
 // block. The packets are stored in the canonical form pgp.WriteArmored
 // would write, so they are not parsed again here.
-func writeArmoredPackets(w io.Writer, keys []identity.StoredKey) error {
+func writeArmoredPackets(w io.Writer, keys []keys.Stored) error {
 	return writeArmored(w, func(write func([]byte) error) error {
 		for i := range keys {
 			if err := write(keys[i].Packets); err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -63,19 +63,19 @@ func BenchmarkUncachedIndex(b *testing.B) {
 func benchUncached(b *testing.B, target func(*pgp.Key) string) {
 	st := benchStore(b)
 	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
-	keys, err := keygen.TypicalKeys(500, 7)
+	ks, err := keygen.TypicalKeys(500, 7)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var targets []string
 	var batch []*pgp.Key
-	for _, raw := range keys {
+	for _, raw := range ks {
 		k := mustApply(b, raw)
 		batch = append(batch, k)
 		targets = append(targets, target(k))
 	}
 	if _, err := st.(interface {
-		AddKeys(context.Context, []*pgp.Key) ([]identity.KeyChange, error)
+		AddKeys(context.Context, []*pgp.Key) ([]keys.Change, error)
 	}).AddKeys(b.Context(), batch); err != nil {
 		b.Fatal(err)
 	}

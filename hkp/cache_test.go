@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -36,12 +36,12 @@ func (ts *testServer) cachedAnswer(query string) bool {
 // Handler's own invalidation after an upload keeps its cache right.
 type deafStore struct{ *postgres.Store }
 
-func (s deafStore) ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error {
+func (s deafStore) ListenKeyChanges(ctx context.Context, fn func(keys.DigestChange)) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
 
-func (s deafStore) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error {
+func (s deafStore) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error {
 	close(ready)
 	<-ctx.Done()
 	return ctx.Err()
@@ -181,22 +181,22 @@ type blockingStore struct {
 	Store
 	entered chan struct{}
 	release chan struct{}
-	key     identity.StoredKey
+	key     keys.Stored
 }
 
 // OnKeysChanged takes no hook: nothing writes through a blockingStore.
 func (s *blockingStore) OnKeysChanged(func(context.Context, []*pgp.Key)) {}
 
-func (s *blockingStore) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+func (s *blockingStore) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	s.entered <- struct{}{}
 	<-s.release
-	return []identity.StoredKey{s.key}, false, nil
+	return []keys.Stored{s.key}, false, nil
 }
 
 func TestCacheDoesNotKeepAnswerReadBeforeChange(t *testing.T) {
 	fp := make([]byte, 20)
 	st := &blockingStore{entered: make(chan struct{}), release: make(chan struct{}),
-		key: identity.StoredKey{Fingerprint: fp, Algorithm: 22, Created: testTime, UserIDs: []identity.StoredUserID{{Text: "Old"}}}}
+		key: keys.Stored{Fingerprint: fp, Algorithm: 22, Created: testTime, UserIDs: []keys.StoredUserID{{Text: "Old"}}}}
 	h := NewHandler(st, Options{Logger: quietLogger()})
 	h.cache.enable()
 	q := "op=index&options=mr&search=0x" + strings.Repeat("00", 20)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -26,24 +27,24 @@ type Store interface {
 	// merges it with the stored key of the same fingerprint in one
 	// transaction, writes nothing when the merge adds nothing, and
 	// notifies every node of the change.
-	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
 	// FindKeys returns the keys q selects, at most q.Limit of them, and
 	// whether more matched. No match is an empty result, not an error.
-	FindKeys(ctx context.Context, q identity.KeyQuery) (keys []identity.StoredKey, more bool, err error)
+	FindKeys(ctx context.Context, q keys.Query) (keys []keys.Stored, more bool, err error)
 	// KeysByDigest returns the stored keys with these SKS digests; digests
 	// the store does not hold are left out.
-	KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error)
+	KeysByDigest(ctx context.Context, digests [][16]byte) ([]keys.Stored, error)
 	// StreamPackets calls fn with the packets of each key whose primary
 	// fingerprint is in fps, in that order, one key in memory at a time;
 	// fn must not keep packets.
 	StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerprint, packets []byte) error) error
 	// KeyStats summarises the store.
-	KeyStats(ctx context.Context) (identity.KeyStats, error)
+	KeyStats(ctx context.Context) (keys.Stats, error)
 	// ListenKeyChanges calls fn for every key change any node makes, until
 	// ctx ends or the listening connection fails. A zero KeyDigestChange
 	// (no fingerprint) means changes may have been missed; the Handler then
 	// drops its whole cache.
-	ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error
+	ListenKeyChanges(ctx context.Context, fn func(keys.DigestChange)) error
 	// OnKeysChanged has fn called with every key a write through this
 	// store changed, after it commits and before the write returns,
 	// whichever frontend wrote.
@@ -275,7 +276,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // listen (identity/postgres does): the cache is then used only from that
 // moment, so that no change made meanwhile can be missed.
 type keyChangeWatcher interface {
-	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error
+	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error
 }
 
 // Run listens to the store's key changes and keeps the answer cache
@@ -311,7 +312,7 @@ func (h *Handler) listen(ctx context.Context, ready chan<- struct{}) error {
 func (h *Handler) Listening() bool { return h.cache.enabled.Load() }
 
 // keyChanged is the notification callback.
-func (h *Handler) keyChanged(c identity.KeyDigestChange) {
+func (h *Handler) keyChanged(c keys.DigestChange) {
 	defer h.changes.Add(1)
 	if len(c.Fingerprint) == 0 {
 		h.cache.flush()

@@ -15,13 +15,13 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/recon"
 )
 
 // hashQueryFit returns how many of keys (by Size) fit in one response of
 // at most maxBytes of packets; the rest are left for the peer to ask again.
-func hashQueryFit(keys []identity.StoredKey, maxBytes int) int {
+func hashQueryFit(keys []keys.Stored, maxBytes int) int {
 	total := 0
 	for i := range keys {
 		if total+keys[i].Size > maxBytes {
@@ -34,7 +34,7 @@ func hashQueryFit(keys []identity.StoredKey, maxBytes int) int {
 
 // hashQueryLength is the length of the response for keys (their Size
 // set), for Content-Length.
-func hashQueryLength(keys []identity.StoredKey) int64 {
+func hashQueryLength(keys []keys.Stored) int64 {
 	var n int64
 	for i := range keys {
 		n += int64(keys[i].Size)
@@ -64,10 +64,10 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var keys []identity.StoredKey
+	var ks []keys.Stored
 	if len(digests) > 0 {
 		// Sizes only: the packets are streamed once it is known what fits.
-		keys, _, err = h.store.FindKeys(r.Context(), identity.KeyQuery{Digests: digests, InlineBytes: -1, NoUserIDs: true})
+		ks, _, err = h.store.FindKeys(r.Context(), keys.Query{Digests: digests, InlineBytes: -1, NoUserIDs: true})
 		if err != nil {
 			if r.Context().Err() == nil {
 				h.log.Error("hkp: hashquery", "digests", len(digests), "err", err)
@@ -76,16 +76,16 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n := hashQueryFit(keys, h.opts.MaxHashQueryResponse)
-	if n < len(keys) {
-		h.log.Info("hkp: hashquery answer cut at the size cap", "asked", len(digests), "found", len(keys), "sent", n)
+	n := hashQueryFit(ks, h.opts.MaxHashQueryResponse)
+	if n < len(ks) {
+		h.log.Info("hkp: hashquery answer cut at the size cap", "asked", len(digests), "found", len(ks), "sent", n)
 	}
-	keys = keys[:n]
+	ks = ks[:n]
 	h.metrics.hashQueryKeys(n)
 	w.Header().Set("Content-Type", "application/pgp-keys")
-	w.Header().Set("Content-Length", strconv.FormatInt(hashQueryLength(keys), 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(hashQueryLength(ks), 10))
 	w.Header().Set("Cache-Control", "no-store")
-	if err := writeHashQueryResponse(r.Context(), w, keys, h.store.StreamPackets); err != nil {
+	if err := writeHashQueryResponse(r.Context(), w, ks, h.store.StreamPackets); err != nil {
 		if r.Context().Err() == nil {
 			h.log.Warn("hkp: hashquery answer cut off", "err", err)
 		}
@@ -97,7 +97,7 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 // the count, each key's length and packets as stream reads them one at a
 // time, then CRLF. A key that changed size or went away since its size
 // was read fails the response (its length is already promised).
-func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []identity.StoredKey, stream func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error) error {
+func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []keys.Stored, stream func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error) error {
 	fps := make([][]byte, len(keys))
 	for i := range keys {
 		fps[i] = keys[i].Fingerprint

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
 )
@@ -36,11 +36,11 @@ func readHashQueryResponse(t *testing.T, b []byte) [][]byte {
 
 func TestHashQueryResponseStopsAtSizeCap(t *testing.T) {
 	packets := map[string][]byte{"a": bytes.Repeat([]byte{1}, 100), "b": bytes.Repeat([]byte{2}, 100), "c": bytes.Repeat([]byte{3}, 100)}
-	var keys []identity.StoredKey
+	var ks []keys.Stored
 	for _, fp := range []string{"a", "b", "c"} {
-		keys = append(keys, identity.StoredKey{Fingerprint: []byte(fp), Size: len(packets[fp])})
+		ks = append(ks, keys.Stored{Fingerprint: []byte(fp), Size: len(packets[fp])})
 	}
-	n := hashQueryFit(keys, 250)
+	n := hashQueryFit(ks, 250)
 	if n != 2 {
 		t.Fatalf("%d keys fit, want 2", n)
 	}
@@ -53,11 +53,11 @@ func TestHashQueryResponseStopsAtSizeCap(t *testing.T) {
 		return nil
 	}
 	var out bytes.Buffer
-	if err := writeHashQueryResponse(context.Background(), &out, keys[:n], stream); err != nil {
+	if err := writeHashQueryResponse(context.Background(), &out, ks[:n], stream); err != nil {
 		t.Fatal(err)
 	}
-	if int64(out.Len()) != hashQueryLength(keys[:n]) {
-		t.Errorf("wrote %d bytes, Content-Length says %d", out.Len(), hashQueryLength(keys[:n]))
+	if int64(out.Len()) != hashQueryLength(ks[:n]) {
+		t.Errorf("wrote %d bytes, Content-Length says %d", out.Len(), hashQueryLength(ks[:n]))
 	}
 	got := readHashQueryResponse(t, out.Bytes())
 	if len(got) != 2 || got[1][0] != 2 {

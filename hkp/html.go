@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -81,7 +81,7 @@ type htmlSubkey struct {
 }
 
 // htmlIndex renders the HTML index (vindex: with subkeys and signatures).
-func (h *Handler) htmlIndex(l *lookup, keys []identity.StoredKey, more bool, now time.Time) []byte {
+func (h *Handler) htmlIndex(l *lookup, keys []keys.Stored, more bool, now time.Time) []byte {
 	page := htmlIndexPage{
 		Search:          l.search,
 		Count:           len(keys),
@@ -117,7 +117,7 @@ func (h *Handler) htmlIndex(l *lookup, keys []identity.StoredKey, more bool, now
 }
 
 // verbose adds the subkeys and the signatures of k's packets.
-func (h *Handler) verbose(hk *htmlKey, k *identity.StoredKey, now time.Time) {
+func (h *Handler) verbose(hk *htmlKey, k *keys.Stored, now time.Time) {
 	key, err := pgp.ParseKey(k.Packets)
 	if err != nil {
 		h.log.Warn("hkp: vindex: stored key does not parse", "fingerprint", hk.Fingerprint, "err", err)

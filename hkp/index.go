@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 )
 
 // indexAnswer renders an index or vindex of keys; more says the result was
 // cut at MaxResults.
-func (h *Handler) indexAnswer(l *lookup, keys []identity.StoredKey, more bool) *answer {
+func (h *Handler) indexAnswer(l *lookup, keys []keys.Stored, more bool) *answer {
 	now := h.opts.Now()
 	a := &answer{
 		status: http.StatusOK,
@@ -49,7 +49,7 @@ func (h *Handler) indexAnswer(l *lookup, keys []identity.StoredKey, more bool) *
 // with times in seconds since 1970 (empty when unknown or never), and
 // FLAGS made of r (revoked), d (disabled) and e (expired). Kith never
 // disables keys, so d does not occur.
-func machineIndex(keys []identity.StoredKey, now time.Time) []byte {
+func machineIndex(keys []keys.Stored, now time.Time) []byte {
 	var b bytes.Buffer
 	b.WriteString("info:1:")
 	b.WriteString(strconv.Itoa(len(keys)))

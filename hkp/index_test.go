@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 )
 
 func TestMachineIndexExactLines(t *testing.T) {
@@ -20,10 +20,10 @@ func TestMachineIndexExactLines(t *testing.T) {
 	created := time.Unix(1614834367, 0)
 	expired := time.Unix(1640995200, 0)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	keys := []identity.StoredKey{
+	keys := []keys.Stored{
 		{
 			Fingerprint: fp, Algorithm: 1, Bits: 4096, Created: created, Revoked: true,
-			UserIDs: []identity.StoredUserID{
+			UserIDs: []keys.StoredUserID{
 				{Text: "Alice: 100% <alice@example.org>", Created: created, Expires: expired},
 				{Text: "Jürgen Über <j@example.de>", Created: created},
 				{Text: "Tab\tNewline\nDel\x7f", Revoked: true},
@@ -31,7 +31,7 @@ func TestMachineIndexExactLines(t *testing.T) {
 		},
 		{
 			Fingerprint: v6, Algorithm: 27, Bits: 255, Created: created, Expires: expired,
-			UserIDs: []identity.StoredUserID{{Text: "Bob <bob@example.org>", Created: created, Expires: now.Add(time.Hour)}},
+			UserIDs: []keys.StoredUserID{{Text: "Bob <bob@example.org>", Created: created, Expires: now.Add(time.Hour)}},
 		},
 	}
 	want := strings.Join([]string{

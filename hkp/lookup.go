@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -33,10 +33,10 @@ type lookup struct {
 	exact       bool
 	search      string // as given (trimmed)
 
-	query  identity.KeyQuery // get, index, vindex
-	digest [16]byte          // hget
-	term   string            // the selector term, "" for words
-	words  []string          // word queries, lower-cased and sorted
+	query  keys.Query // get, index, vindex
+	digest [16]byte   // hget
+	term   string     // the selector term, "" for words
+	words  []string   // word queries, lower-cased and sorted
 }
 
 // errBadRequest is what parse errors wrap: the client gets 400 and the
@@ -104,10 +104,10 @@ func on(s string) bool {
 }
 
 // parseSearch normalises l.search into a store query, by the grammar
-// every frontend shares (identity.ParseKeySearch), and names the term the
+// every frontend shares (keys.ParseSearch), and names the term the
 // cache files the answer under.
 func (l *lookup) parseSearch() error {
-	q, err := identity.ParseKeySearch(l.search)
+	q, err := keys.ParseSearch(l.search)
 	if err != nil {
 		return badRequest("search %q: %v", truncate(l.search, 80), err)
 	}
@@ -217,7 +217,7 @@ func knownOp(op string) string {
 func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps []string, outcome string) {
 	q := l.query
 	if l.op == "hget" {
-		q = identity.KeyQuery{Digests: [][16]byte{l.digest}}
+		q = keys.Query{Digests: [][16]byte{l.digest}}
 	}
 	q.Limit = h.opts.MaxResults
 	switch l.op {
@@ -229,18 +229,18 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		// An index shows what the store keeps beside the packets.
 		q.InlineBytes = -1
 	}
-	var keys []identity.StoredKey
+	var ks []keys.Stored
 	var more bool
 	var err error
 	if h.opts.VerifiedEmails != nil && q.Email != "" {
-		keys, more, err = h.verifiedEmailKeys(ctx, q)
+		ks, more, err = h.verifiedEmailKeys(ctx, q)
 	} else {
-		keys, more, err = h.store.FindKeys(ctx, q)
+		ks, more, err = h.store.FindKeys(ctx, q)
 	}
 	switch {
-	case errors.Is(err, identity.ErrTooManyKeys):
-		keys, more, err = nil, true, nil
-	case errors.Is(err, identity.ErrAnswerTooLarge):
+	case errors.Is(err, keys.ErrTooMany):
+		ks, more, err = nil, true, nil
+	case errors.Is(err, keys.ErrAnswerTooLarge):
 		msg := fmt.Sprintf("the matching keys are larger than %d MiB together; use a more specific search, such as a fingerprint", h.opts.MaxAnswerSize>>20)
 		a := errorAnswer(http.StatusBadRequest, msg)
 		a.cacheable = true
@@ -252,14 +252,14 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		}
 		return errorAnswer(http.StatusServiceUnavailable, "the key store is not answering; try again later"), nil, "error"
 	}
-	if len(keys) > h.opts.MaxResults {
-		keys, more = keys[:h.opts.MaxResults], true
+	if len(ks) > h.opts.MaxResults {
+		ks, more = ks[:h.opts.MaxResults], true
 	}
-	if len(keys) == 0 && more {
+	if len(ks) == 0 && more {
 		// The store refused without returning any: too broad.
 		return h.tooMany(l), nil, "too_many"
 	}
-	if len(keys) == 0 {
+	if len(ks) == 0 {
 		a := &answer{
 			status:      http.StatusNotFound,
 			contentType: "text/plain; charset=utf-8",
@@ -269,21 +269,21 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		}
 		return a, nil, "not_found"
 	}
-	fps = make([]string, len(keys))
-	for i := range keys {
-		fps[i] = string(keys[i].Fingerprint)
+	fps = make([]string, len(ks))
+	for i := range ks {
+		fps[i] = string(ks[i].Fingerprint)
 	}
 	switch l.op {
 	case "get", "hget":
 		if more {
 			return h.tooMany(l), fps, "too_many"
 		}
-		if keys[0].Packets == nil {
-			return h.streamedGetAnswer(keys), fps, "found"
+		if ks[0].Packets == nil {
+			return h.streamedGetAnswer(ks), fps, "found"
 		}
-		return getAnswer(keys), fps, "found"
+		return getAnswer(ks), fps, "found"
 	default:
-		a := h.indexAnswer(l, keys, more)
+		a := h.indexAnswer(l, ks, more)
 		if more {
 			return a, fps, "truncated"
 		}
@@ -293,7 +293,7 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 
 // verifiedEmailKeys returns the keys for which email is verified by mail,
 // at most MaxResults of them.
-func (h *Handler) verifiedEmailKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+func (h *Handler) verifiedEmailKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	fps, err := h.opts.VerifiedEmails.VerifiedKeys(ctx, q.Email)
 	if err != nil {
 		return nil, false, err
@@ -336,7 +336,7 @@ func errorAnswer(code int, msg string) *answer {
 const streamAbove = 1 << 20
 
 // getAnswer armors keys as one block.
-func getAnswer(keys []identity.StoredKey) *answer {
+func getAnswer(keys []keys.Stored) *answer {
 	var b bytes.Buffer
 	b.Grow(estimateArmored(keys))
 	if err := writeArmoredPackets(&b, keys); err != nil {
@@ -357,7 +357,7 @@ func getAnswer(keys []identity.StoredKey) *answer {
 
 // streamedGetAnswer is the answer to a get whose keys FindKeys left
 // unread: they are armored as they come from the store, one at a time.
-func (h *Handler) streamedGetAnswer(keys []identity.StoredKey) *answer {
+func (h *Handler) streamedGetAnswer(keys []keys.Stored) *answer {
 	fps := make([][]byte, len(keys))
 	for i := range keys {
 		fps[i] = keys[i].Fingerprint
@@ -375,7 +375,7 @@ func (h *Handler) streamedGetAnswer(keys []identity.StoredKey) *answer {
 	}
 }
 
-func estimateArmored(keys []identity.StoredKey) int {
+func estimateArmored(keys []keys.Stored) int {
 	n := 128
 	for i := range keys {
 		n += keys[i].Size * 139 / 100

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 )
 
 // Software is the server's name in op=stats.
@@ -46,10 +46,10 @@ type statsCache struct {
 	ttl  time.Duration
 	mu   sync.Mutex
 	at   time.Time
-	last identity.KeyStats
+	last keys.Stats
 }
 
-func (c *statsCache) get(ctx context.Context, st Store, now time.Time) (identity.KeyStats, error) {
+func (c *statsCache) get(ctx context.Context, st Store, now time.Time) (keys.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && now.Sub(c.at) < c.ttl {
@@ -57,7 +57,7 @@ func (c *statsCache) get(ctx context.Context, st Store, now time.Time) (identity
 	}
 	ks, err := st.KeyStats(ctx)
 	if err != nil {
-		return identity.KeyStats{}, err
+		return keys.Stats{}, err
 	}
 	c.at, c.last = now, ks
 	return ks, nil

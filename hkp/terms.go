@@ -10,7 +10,7 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -47,7 +47,7 @@ type keyTerms struct {
 // termsOfStored returns the terms of a stored key: its primary and subkey
 // fingerprints and key IDs (computed from the packets), its emails and its
 // digest.
-func termsOfStored(sk *identity.StoredKey) *keyTerms {
+func termsOfStored(sk *keys.Stored) *keyTerms {
 	kt := &keyTerms{}
 	kt.addKeyPacket(sk.Fingerprint, sk.Packets, true)
 	if k, err := pgp.ParseKey(sk.Packets); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
@@ -25,12 +26,12 @@ import (
 // (identity/postgres.Store is one).
 type KeyStore interface {
 	// AddKey merges a key that passed the policy into the store.
-	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
 	// FindKeys returns at most q.Limit keys that q selects, and whether
 	// more matched.
-	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
+	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
 	// KeyStats summarises the store.
-	KeyStats(ctx context.Context) (identity.KeyStats, error)
+	KeyStats(ctx context.Context) (keys.Stats, error)
 	// IssuerKeys looks up stored keys by key ID for pgp.Policy.Issuers.
 	IssuerKeys(ctx context.Context) pgp.IssuerKeys
 }
@@ -146,9 +147,9 @@ type Options struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// MayUpload, if set, is the server's upload policy
-	// (identity.Service.MayUpload), asked about every uploaded key before
+	// (keys.MayUpload), asked about every uploaded key before
 	// the store; an *identity.Error it returns is shown as the reason.
-	MayUpload func(ctx context.Context, u identity.Upload) error
+	MayUpload func(ctx context.Context, u keys.Upload) error
 }
 
 // Handler serves the web pages. Make one with NewHandler.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web"
@@ -16,7 +17,7 @@ import (
 // panickyKeys is a key store whose searches panic.
 type panickyKeys struct{ web.KeyStore }
 
-func (panickyKeys) FindKeys(context.Context, identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+func (panickyKeys) FindKeys(context.Context, keys.Query) ([]keys.Stored, bool, error) {
 	panic("the key store exploded")
 }
 

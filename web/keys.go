@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -142,14 +143,14 @@ func (h *Handler) serveHome(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseSearch turns a search into a store query, as HKP reads one
-// (identity.ParseKeySearch).
-func parseSearch(q string, limit int) (identity.KeyQuery, error) {
+// (keys.ParseSearch).
+func parseSearch(q string, limit int) (keys.Query, error) {
 	if len(q) > maxSearchLen {
-		return identity.KeyQuery{}, fmt.Errorf("the search is longer than %d characters", maxSearchLen)
+		return keys.Query{}, fmt.Errorf("the search is longer than %d characters", maxSearchLen)
 	}
-	query, err := identity.ParseKeySearch(q)
+	query, err := keys.ParseSearch(q)
 	if err != nil {
-		return identity.KeyQuery{}, err
+		return keys.Query{}, err
 	}
 	query.Limit = limit
 	return query, nil
@@ -226,8 +227,8 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 }
 
 // findKey returns the stored key with the primary fingerprint fp.
-func (h *Handler) findKey(ctx context.Context, fp []byte) (*identity.StoredKey, error) {
-	keys, _, err := h.deps.Keys.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 2})
+func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) {
+	keys, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
 	if err != nil {
 		return nil, fmt.Errorf("web: find key: %w", err)
 	}
@@ -269,7 +270,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // keyView builds a key's page from the stored key.
-func (h *Handler) keyView(ctx context.Context, sk *identity.StoredKey) (keyView, error) {
+func (h *Handler) keyView(ctx context.Context, sk *keys.Stored) (keyView, error) {
 	k, err := pgp.ParseKey(sk.Packets)
 	if err != nil {
 		return keyView{}, fmt.Errorf("web: stored key %X: %w", sk.Fingerprint, err)
@@ -442,7 +443,7 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadR
 		res.Dropped = rep.String()
 	}
 	if h.opts.MayUpload != nil {
-		if err := h.opts.MayUpload(ctx, identity.Upload{Fingerprint: applied.Fingerprint(), LoggedIn: loggedIn}); err != nil {
+		if err := h.opts.MayUpload(ctx, keys.Upload{Fingerprint: applied.Fingerprint(), LoggedIn: loggedIn}); err != nil {
 			var ie *identity.Error
 			if errors.As(err, &ie) {
 				res.Result, res.Reason = "rejected", ie.Msg
@@ -461,9 +462,9 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadR
 	}
 	res.Result = change.String()
 	switch change {
-	case identity.KeyBlocked:
+	case keys.Blocked:
 		res.Result, res.Reason = "rejected", change.Reason()
-	case identity.KeyReduced:
+	case keys.Reduced:
 		res.Reason = change.Reason()
 	}
 	return res
@@ -491,7 +492,7 @@ func countKeys(n int) string {
 
 // verifiedEmails returns the addresses verified by mail for the key (none
 // without Deps.VerifiedEmails).
-func (h *Handler) verifiedEmails(ctx context.Context, k *identity.StoredKey) (map[string]bool, error) {
+func (h *Handler) verifiedEmails(ctx context.Context, k *keys.Stored) (map[string]bool, error) {
 	out := map[string]bool{}
 	if h.deps.VerifiedEmails == nil {
 		return out, nil

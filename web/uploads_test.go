@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/web"
 )
 
@@ -17,8 +18,8 @@ import (
 // as blocked.
 func TestUploadPageFollowsTheUploadPolicy(t *testing.T) {
 	var s *site
-	s = newSite(t, web.Options{MayUpload: func(ctx context.Context, u identity.Upload) error {
-		return s.svc.MayUpload(ctx, identity.UploadsIdentities, u)
+	s = newSite(t, web.Options{MayUpload: func(ctx context.Context, u keys.Upload) error {
+		return keys.MayUpload(ctx, s.svc, keys.UploadsIdentities, u)
 	}})
 	g := newGnuPG(t)
 	fpr := g.newKey("Dana Scully <dana@example.org>")

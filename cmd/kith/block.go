@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -215,7 +216,7 @@ func defaultActor(environ []string) string {
 
 // storedKey returns the stored key with primary fingerprint fp, or nil.
 func storedKey(ctx context.Context, st *postgres.Store, fp []byte) (*pgp.Key, error) {
-	keys, _, err := st.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 2})
+	keys, _, err := st.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
 	if err != nil {
 		return nil, fmt.Errorf("block: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -62,17 +62,17 @@ func TestBlockUserIDCleansTheKeyAndKeepsIt(t *testing.T) {
 		!strings.Contains(out, "without the blocked packet") {
 		t.Fatalf("block add --user-id: %v %s\n%s", err, errOut, out)
 	}
-	keys, _, err := st.FindKeys(ctx, identity.KeyQuery{Fingerprint: k.Fingerprint(), Limit: 1})
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("the cleaned key: %d keys, %v", len(keys), err)
+	ks, _, err := st.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint(), Limit: 1})
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("the cleaned key: %d keys, %v", len(ks), err)
 	}
-	for _, u := range keys[0].UserIDs {
+	for _, u := range ks[0].UserIDs {
 		if u.Text == victim {
 			t.Fatal("the blocked user ID is still stored")
 		}
 	}
-	if len(keys[0].UserIDs) != len(d.UserIDs)-1 {
-		t.Fatalf("the cleaned key has %d user IDs, want %d", len(keys[0].UserIDs), len(d.UserIDs)-1)
+	if len(ks[0].UserIDs) != len(d.UserIDs)-1 {
+		t.Fatalf("the cleaned key has %d user IDs, want %d", len(ks[0].UserIDs), len(d.UserIDs)-1)
 	}
 	if list, _, _ := runKith(t, "block", "list", "--database-url", dbURL); !strings.Contains(list, "packet "+hash) || !strings.Contains(list, "personal data") {
 		t.Fatalf("block list:\n%s", list)
@@ -86,8 +86,8 @@ func TestBlockUserIDCleansTheKeyAndKeepsIt(t *testing.T) {
 	if out, errOut, err := runKith(t, "load", "--database-url", dbURL, file); err != nil || !strings.Contains(out, "1 stored in part") {
 		t.Fatalf("kith load of the blocked user ID: %v %s\n%s", err, errOut, out)
 	}
-	keys, _, _ = st.FindKeys(ctx, identity.KeyQuery{Fingerprint: k.Fingerprint(), Limit: 1})
-	if len(keys[0].UserIDs) != len(d.UserIDs)-1 {
+	ks, _, _ = st.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint(), Limit: 1})
+	if len(ks[0].UserIDs) != len(d.UserIDs)-1 {
 		t.Fatal("kith load brought the blocked user ID back")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/oidc"
 )
 
@@ -226,7 +227,7 @@ func defaultConfig() Config {
 		},
 		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true},
-		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(identity.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
+		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
 		SSHCA: SSHCAConfig{
 			Validity:            Duration(identity.DefaultCertificateValidity),
 			MaxValidity:         Duration(identity.DefaultMaxCertificateValidity),
@@ -517,7 +518,7 @@ func (c Config) validate() error {
 	if _, err := identity.ParseHostPolicy(c.Hosts.Names); err != nil {
 		return fmt.Errorf("setting hosts.names: %w", err)
 	}
-	if _, err := identity.ParseUploadPolicy(c.HKP.Uploads); err != nil {
+	if _, err := keys.ParseUploadPolicy(c.HKP.Uploads); err != nil {
 		return fmt.Errorf("setting hkp.uploads: %w", err)
 	}
 	if err := c.SSHCA.validate(); err != nil {

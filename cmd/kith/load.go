@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -77,7 +77,7 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 
 // keyBatchStore is what loading needs of the store.
 type keyBatchStore interface {
-	AddKeys(ctx context.Context, keys []*pgp.Key) ([]identity.KeyChange, error)
+	AddKeys(ctx context.Context, keys []*pgp.Key) ([]keys.Change, error)
 }
 
 // loader reads key files, runs the policy on all cores and writes batches
@@ -101,7 +101,7 @@ func (l *loader) loadFiles(ctx context.Context, files []string) error {
 			if err != nil {
 				continue // drain
 			}
-			var changes []identity.KeyChange
+			var changes []keys.Change
 			changes, err = l.store.AddKeys(ctx, b)
 			if err != nil {
 				cancel()
@@ -177,18 +177,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // loadSummary counts what happened to every key.
 type loadSummary struct {
-	changes  map[identity.KeyChange]int
+	changes  map[keys.Change]int
 	rejected map[string]int
 	dropped  pgp.Report
 }
 
 func newLoadSummary() *loadSummary {
-	return &loadSummary{changes: map[identity.KeyChange]int{}, rejected: map[string]int{}}
+	return &loadSummary{changes: map[keys.Change]int{}, rejected: map[string]int{}}
 }
 
 // The summary is written from the writer goroutine (changes) and the
 // reader's callback (rejections, drops); each map has one writer.
-func (s *loadSummary) addChanges(cs []identity.KeyChange) {
+func (s *loadSummary) addChanges(cs []keys.Change) {
 	for _, c := range cs {
 		s.changes[c]++
 	}
@@ -214,9 +214,9 @@ func (s *loadSummary) write(w io.Writer, took time.Duration) {
 	}
 	fmt.Fprintf(&b, "loaded %d keys in %s (%.0f keys/s): %d inserted, %d updated, %d unchanged, %d rejected\n",
 		n+rejected, took.Round(time.Millisecond), rate,
-		s.changes[identity.KeyInserted], s.changes[identity.KeyUpdated], s.changes[identity.KeyUnchanged], rejected)
-	if n := s.changes[identity.KeyBlocked] + s.changes[identity.KeyReduced]; n > 0 {
-		fmt.Fprintf(&b, "  blocklist: %d refused, %d stored in part\n", s.changes[identity.KeyBlocked], s.changes[identity.KeyReduced])
+		s.changes[keys.Inserted], s.changes[keys.Updated], s.changes[keys.Unchanged], rejected)
+	if n := s.changes[keys.Blocked] + s.changes[keys.Reduced]; n > 0 {
+		fmt.Fprintf(&b, "  blocklist: %d refused, %d stored in part\n", s.changes[keys.Blocked], s.changes[keys.Reduced])
 	}
 	reasons := make([]string, 0, len(s.rejected))
 	for r := range s.rejected {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
@@ -21,8 +22,8 @@ import (
 // fetched keys, and the peers' digests refused before.
 type reconStore interface {
 	Digests(ctx context.Context, fn func([16]byte) error) error
-	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error
-	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error
+	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
 	IssuerKeys(ctx context.Context) pgp.IssuerKeys
 	RefuseDigest(ctx context.Context, d [16]byte, fp []byte, reason string) error
 	RefusedDigests(ctx context.Context, ds [][16]byte) (map[[16]byte]bool, error)
@@ -107,11 +108,11 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.C
 			return err
 		}
 		switch {
-		case change == identity.KeyBlocked || change == identity.KeyReduced:
+		case change == keys.Blocked || change == keys.Reduced:
 			return refuse(change.Reason())
 		case k.Digest() != raw.Digest():
 			return refuse("stored as changed by the key policy")
-		case change == identity.KeyUnchanged:
+		case change == keys.Unchanged:
 			// The stored key holds all of the peer's and more (Hockeypuck
 			// and SKS keep what Kith's policy caps or drops, and the other
 			// way round): the peer's digest will never bring anything new.
@@ -164,7 +165,7 @@ func followStore(ctx context.Context, st reconStore, log *slog.Logger) (*recon.T
 	// reconnect a resync, which corrects whatever the changes before it
 	// missed.
 	type event struct {
-		change identity.KeyDigestChange
+		change keys.DigestChange
 		resync bool
 	}
 	events := make(chan event, 1<<16)
@@ -178,7 +179,7 @@ func followStore(ctx context.Context, st reconStore, log *slog.Logger) (*recon.T
 	first := make(chan error, 1) // nil once the first session listens
 	started := false             // Follow's hooks run one after another
 	go retry.Follow(lctx, retry.Backoff{}, func(ctx context.Context, ready chan<- struct{}) error {
-		return st.WatchKeyChanges(ctx, ready, func(c identity.KeyDigestChange) { send(event{change: c}) })
+		return st.WatchKeyChanges(ctx, ready, func(c keys.DigestChange) { send(event{change: c}) })
 	}, retry.Hooks{
 		Ready: func() {
 			if started {
@@ -244,7 +245,7 @@ func followStore(ctx context.Context, st reconStore, log *slog.Logger) (*recon.T
 	return tree, nil
 }
 
-func applyChange(tree *recon.Tree, c identity.KeyDigestChange) {
+func applyChange(tree *recon.Tree, c keys.DigestChange) {
 	var zero [16]byte
 	if c.Old != zero {
 		tree.Remove(c.Old)

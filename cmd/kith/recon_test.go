@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/hkp"
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -185,12 +185,12 @@ func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := policyKeys(t, raw)
-	i := slices.IndexFunc(keys, func(k *pgp.Key) bool { return len(k.Describe().UserIDs) >= 2 })
+	ks := policyKeys(t, raw)
+	i := slices.IndexFunc(ks, func(k *pgp.Key) bool { return len(k.Describe().UserIDs) >= 2 })
 	if i < 0 {
 		t.Fatal("no generated key with two user IDs")
 	}
-	full, smaller := keys[i], withoutLastUserID(t, keys[i])
+	full, smaller := ks[i], withoutLastUserID(t, ks[i])
 	a := newReconNode(t, ctx, []*pgp.Key{full})
 	b := newReconNode(t, ctx, []*pgp.Key{smaller})
 	a.start(t, ctx, b.reconLn.Addr().String(), b.http.URL)
@@ -220,7 +220,7 @@ func TestReconRemembersKeysWhoseMergeChangesNothing(t *testing.T) {
 	if fetched.Requested != 0 || fetched.Received != 0 {
 		t.Fatalf("second round fetched again: %+v", fetched)
 	}
-	stored, _, err := a.store.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	stored, _, err := a.store.FindKeys(ctx, keys.Query{Fingerprint: full.Fingerprint()})
 	if err != nil || len(stored) != 1 || stored[0].Digest != full.Digest() {
 		t.Fatalf("a's key after recon: %v %v; want it unchanged", stored, err)
 	}

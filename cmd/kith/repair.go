@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -55,7 +55,7 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 // normal write path.
 type repairStore interface {
 	DumpKeys(ctx context.Context, fn func(packets []byte) error) error
-	AddKeys(ctx context.Context, keys []*pgp.Key) ([]identity.KeyChange, error)
+	AddKeys(ctx context.Context, keys []*pgp.Key) ([]keys.Change, error)
 }
 
 // repairer re-applies the policy to stored keys and counts the outcome.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
@@ -69,8 +69,8 @@ func hexFP(k *pgp.Key) string { return strings.ToUpper(hex.EncodeToString(k.Fing
 // a change notification, after which gpg reads it and dump includes it.
 func TestRepairDropsStoredPoisonAndDumpSkipsIt(t *testing.T) {
 	gpg := testkit.Tool(t, "gpg")
-	keys := debianKeys(t)[:3]
-	clean, poisoned, unsigned := keys[0], keys[1], keys[2]
+	ks := debianKeys(t)[:3]
+	clean, poisoned, unsigned := ks[0], ks[1], ks[2]
 	url := pgtest.NewDatabase(t)
 	s := openTestStore(t, url)
 	ctx := context.Background()
@@ -82,9 +82,9 @@ func TestRepairDropsStoredPoisonAndDumpSkipsIt(t *testing.T) {
 	if _, err := s.AddKeys(ctx, []*pgp.Key{clean, pgp.NewKey(withPoison(poisoned)), pgp.NewKey([]pgp.Packet{ps[0], ps[uid]})}); err != nil {
 		t.Fatal(err)
 	}
-	stored := func(k *pgp.Key) identity.StoredKey {
+	stored := func(k *pgp.Key) keys.Stored {
 		t.Helper()
-		got, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: k.Fingerprint(), Limit: 1})
+		got, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint(), Limit: 1})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("find %s: %v (%d keys)", hexFP(k), err, len(got))
 		}
@@ -110,11 +110,11 @@ func TestRepairDropsStoredPoisonAndDumpSkipsIt(t *testing.T) {
 	}
 
 	// Repair rewrites the poisoned key, and notifies like any change.
-	changes := make(chan identity.KeyDigestChange, 16)
+	changes := make(chan keys.DigestChange, 16)
 	ready := make(chan struct{})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go s.WatchKeyChanges(wctx, ready, func(c identity.KeyDigestChange) { changes <- c })
+	go s.WatchKeyChanges(wctx, ready, func(c keys.DigestChange) { changes <- c })
 	<-ready
 	out, errOut, err = runKith(t, "repair", "--database-url", url)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
@@ -108,9 +109,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	uploads := identity.UploadPolicy(cfg.HKP.Uploads)
+	uploads := keys.UploadPolicy(cfg.HKP.Uploads)
 	mayUpload := func(ctx context.Context, fp []byte) error {
-		return svc.MayUpload(ctx, uploads, identity.Upload{Fingerprint: fp})
+		return keys.MayUpload(ctx, svc, uploads, keys.Upload{Fingerprint: fp})
 	}
 	var peers *recon.Manager
 	if reconLn != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/subprocess"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -145,7 +146,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 	updated := parse(g.Run("", "--export", member))
 	strangerKey := parse(g.Run("", "--export", stranger))
 
-	for _, policy := range []identity.UploadPolicy{identity.UploadsIdentities, identity.UploadsOff} {
+	for _, policy := range []keys.UploadPolicy{keys.UploadsIdentities, keys.UploadsOff} {
 		t.Run(string(policy), func(t *testing.T) {
 			peer := newReconNode(t, ctx, []*pgp.Key{updated, strangerKey})
 			local := newReconNode(t, ctx, []*pgp.Key{old})
@@ -166,7 +167,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 			cfg.Recon.Interval = Duration(time.Hour)
 			cfg.Recon.Peers = []ReconPeer{{Address: peer.reconLn.Addr().String(), HTTP: peer.http.URL}}
 			may := func(ctx context.Context, fp []byte) error {
-				return svc.MayUpload(ctx, policy, identity.Upload{Fingerprint: fp})
+				return keys.MayUpload(ctx, svc, policy, keys.Upload{Fingerprint: fp})
 			}
 			m, err := startRecon(ctx, cfg, local.store, pgp.DefaultPolicy(), may, local.reconLn,
 				local.http.Listener.Addr().String(), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
@@ -179,7 +180,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			served := func(k *pgp.Key) [16]byte {
-				keys, _, err := local.store.FindKeys(ctx, identity.KeyQuery{Fingerprint: k.Fingerprint(), Limit: 1})
+				keys, _, err := local.store.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint(), Limit: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -189,11 +190,11 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 				return keys[0].Digest
 			}
 			switch policy {
-			case identity.UploadsIdentities:
+			case keys.UploadsIdentities:
 				if fetched.Stored != 1 || fetched.Rejected != 1 || served(updated) != updated.Digest() || served(strangerKey) != ([16]byte{}) {
 					t.Fatalf("identities: fetched %+v; want the proven update stored and the stranger refused", fetched)
 				}
-			case identity.UploadsOff:
+			case keys.UploadsOff:
 				if fetched.Stored != 0 || fetched.Rejected != 2 || served(updated) != old.Digest() || served(strangerKey) != ([16]byte{}) {
 					t.Fatalf("off: fetched %+v; want nothing stored", fetched)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
@@ -38,8 +39,8 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		SecureCookies:   cfg.Web.SecureCookies || strings.HasPrefix(cfg.publicURL(), "https://"),
 		Policy:          policy,
 		Logger:          log.With("component", "web"),
-		MayUpload: func(ctx context.Context, u identity.Upload) error {
-			return ids.MayUpload(ctx, identity.UploadPolicy(cfg.HKP.Uploads), u)
+		MayUpload: func(ctx context.Context, u keys.Upload) error {
+			return keys.MayUpload(ctx, ids, keys.UploadPolicy(cfg.HKP.Uploads), u)
 		},
 	})
 	if err != nil {

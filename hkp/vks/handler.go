@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -20,9 +21,9 @@ import (
 type Keys interface {
 	// AddKey stores a key that passed Policy.Apply, merged with the
 	// stored one.
-	AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error)
+	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
 	// FindKeys returns the keys q selects.
-	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
+	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
 }
 
 // Emails is what the handler needs of the identity service: mailed links
@@ -63,7 +64,7 @@ type Options struct {
 	// Policy is applied to uploads (zero: pgp.DefaultPolicy).
 	Policy pgp.Policy
 	// MayUpload, if set, is the server's upload policy
-	// (identity.Service.MayUpload), asked before a key is stored; an
+	// (keys.MayUpload), asked before a key is stored; an
 	// *identity.Error it returns is the reason the upload is refused.
 	MayUpload func(ctx context.Context, fp []byte) error
 	// Mailer sends the verification mails.

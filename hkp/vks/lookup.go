@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -25,7 +26,7 @@ func (h *Handler) serveByFingerprint(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusBadRequest, "not a fingerprint: 40 or 64 upper-case hex digits, without 0x")
 		return
 	}
-	h.serveKeys(w, r, identity.KeyQuery{Fingerprint: fp, Limit: 1}, "fingerprint "+s)
+	h.serveKeys(w, r, keys.Query{Fingerprint: fp, Limit: 1}, "fingerprint "+s)
 }
 
 // serveByKeyID answers /vks/v1/by-keyid/{KEYID}: 16 upper-case hex
@@ -37,7 +38,7 @@ func (h *Handler) serveByKeyID(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusBadRequest, "not a key ID: 16 upper-case hex digits, without 0x")
 		return
 	}
-	h.serveKeys(w, r, identity.KeyQuery{KeyID: id, Limit: 10}, "key ID "+s)
+	h.serveKeys(w, r, keys.Query{KeyID: id, Limit: 10}, "key ID "+s)
 }
 
 // serveByEmail answers /vks/v1/by-email/{EMAIL}: the keys for which the
@@ -53,17 +54,17 @@ func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "verified keys", err)
 		return
 	}
-	var keys []*pgp.Key
+	var found []*pgp.Key
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
-		ks, err := h.servable(r, identity.KeyQuery{Fingerprint: fp, Limit: 1})
+		ks, err := h.servable(r, keys.Query{Fingerprint: fp, Limit: 1})
 		if err != nil {
 			h.fail(w, r, "find key", err)
 			return
 		}
-		keys = append(keys, ks...)
+		found = append(found, ks...)
 	}
-	h.writeKeys(w, keys, "No key found for email address "+addr)
+	h.writeKeys(w, found, "No key found for email address "+addr)
 }
 
 // parseAddress reads a bare address, lower-cased.
@@ -75,7 +76,7 @@ func parseAddress(s string) (string, bool) {
 	return strings.ToLower(s), true
 }
 
-func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request, q identity.KeyQuery, what string) {
+func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request, q keys.Query, what string) {
 	keys, err := h.servable(r, q)
 	if err != nil {
 		h.fail(w, r, "find key", err)
@@ -86,7 +87,7 @@ func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request, q identity.K
 
 // servable finds the keys q selects and cuts each down to its verified
 // addresses.
-func (h *Handler) servable(r *http.Request, q identity.KeyQuery) ([]*pgp.Key, error) {
+func (h *Handler) servable(r *http.Request, q keys.Query) ([]*pgp.Key, error) {
 	stored, _, err := h.keys.FindKeys(r.Context(), q)
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (h *Handler) servable(r *http.Request, q identity.KeyQuery) ([]*pgp.Key, er
 
 // verifiedOnly returns the stored key with only its verified addresses'
 // user IDs.
-func (h *Handler) verifiedOnly(r *http.Request, sk identity.StoredKey) (*pgp.Key, error) {
+func (h *Handler) verifiedOnly(r *http.Request, sk keys.Stored) (*pgp.Key, error) {
 	k, err := pgp.ParseKey(sk.Packets)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -51,19 +52,19 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "no keytext: send {\"keytext\": \"<armored public key>\"}")
 		return
 	}
-	keys, err := pgp.ReadKeys(strings.NewReader(req.Keytext))
+	ks, err := pgp.ReadKeys(strings.NewReader(req.Keytext))
 	switch {
-	case err != nil && len(keys) == 0:
+	case err != nil && len(ks) == 0:
 		jsonError(w, http.StatusBadRequest, "no OpenPGP public key could be read: "+strings.TrimPrefix(err.Error(), "pgp: "))
 		return
-	case len(keys) == 0:
+	case len(ks) == 0:
 		jsonError(w, http.StatusBadRequest, "no OpenPGP public key found in keytext")
 		return
-	case len(keys) > 1:
+	case len(ks) > 1:
 		jsonError(w, http.StatusBadRequest, "keytext holds more than one key: upload one at a time")
 		return
 	}
-	applied, _, err := h.opts.Policy.Apply(keys[0])
+	applied, _, err := h.opts.Policy.Apply(ks[0])
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, "key rejected: "+pgp.RejectionReason(err))
 		return
@@ -88,7 +89,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
 		return
 	}
-	if change == identity.KeyBlocked {
+	if change == keys.Blocked {
 		jsonError(w, http.StatusForbidden, "upload refused: "+change.Reason())
 		return
 	}
@@ -213,10 +214,10 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 
 // response builds the answer for the stored key with fingerprint fp, and
 // returns the stored key (nil when none is stored).
-func (h *Handler) response(r *http.Request, fp []byte) (Response, *identity.StoredKey, error) {
+func (h *Handler) response(r *http.Request, fp []byte) (Response, *keys.Stored, error) {
 	resp := Response{KeyFpr: identity.PGPFactor(fp).Value, Status: map[string]string{},
 		Token: h.uploadToken(fp, h.opts.Now())}
-	stored, _, err := h.keys.FindKeys(r.Context(), identity.KeyQuery{Fingerprint: fp, Limit: 1})
+	stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
 	if err != nil {
 		return resp, nil, err
 	}

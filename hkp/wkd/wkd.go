@@ -26,12 +26,13 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 // Keys finds stored keys.
 type Keys interface {
-	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
+	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
 }
 
 // zbase32 is the z-base-32 alphabet the WKD hashes are written in.
@@ -124,7 +125,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 	var out bytes.Buffer
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
-		stored, _, err := h.keys.FindKeys(r.Context(), identity.KeyQuery{Fingerprint: fp, Limit: 1})
+		stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
 		if err != nil {
 			h.fail(w, r, err)
 			return

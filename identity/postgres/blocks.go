@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -74,12 +75,12 @@ func scanBlocks(rows pgx.Rows) (map[string]*keyBlocks, error) {
 }
 
 // applyBlocks reduces a key of a write to what its blocks allow: nothing
-// (change KeyBlocked), its tombstone, or the key without its blocked
+// (change keys.Blocked), its tombstone, or the key without its blocked
 // packets.
 func (s *Store) applyBlocks(p *pendingKey, kb *keyBlocks) error {
 	switch {
 	case kb.whole && !kb.tomb:
-		p.change = identity.KeyBlocked
+		p.change = keys.Blocked
 		return nil
 	case kb.whole:
 		t, err := s.policy.Tombstone(p.key)
@@ -92,7 +93,7 @@ func (s *Store) applyBlocks(p *pendingKey, kb *keyBlocks) error {
 	}
 	k, removed, err := s.policy.WithoutPackets(p.key, func(h [32]byte) bool { return kb.packets[h] })
 	if errors.Is(err, pgp.ErrBlockedAway) {
-		p.change, p.reduced = identity.KeyBlocked, true
+		p.change, p.reduced = keys.Blocked, true
 		return nil
 	}
 	if err != nil {
@@ -166,7 +167,7 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 			return err
 		}
 		switch {
-		case p.change == identity.KeyBlocked:
+		case p.change == keys.Blocked:
 			// A key's user IDs and subkeys go with it (no foreign key
 			// cascades: migration 0013).
 			for _, q := range []string{"DELETE FROM user_ids WHERE key_ref = $1", "DELETE FROM subkeys WHERE key_ref = $1", "DELETE FROM keys WHERE id = $1"} {

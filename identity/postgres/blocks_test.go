@@ -10,16 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 func findByFingerprint(t *testing.T, s interface {
-	FindKeys(context.Context, identity.KeyQuery) ([]identity.StoredKey, bool, error)
-}, fp []byte) []identity.StoredKey {
+	FindKeys(context.Context, keys.Query) ([]keys.Stored, bool, error)
+}, fp []byte) []keys.Stored {
 	t.Helper()
-	keys, _, err := s.FindKeys(context.Background(), identity.KeyQuery{Fingerprint: fp, Limit: 10})
+	keys, _, err := s.FindKeys(context.Background(), keys.Query{Fingerprint: fp, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,12 +35,12 @@ func TestBlockedKeyIsRemovedAndRefusedEverAfter(t *testing.T) {
 	if _, err := s.AddKey(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	var removed []identity.KeyDigestChange
+	var removed []keys.DigestChange
 	ready := make(chan struct{})
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	notes := make(chan identity.KeyDigestChange, 4)
-	go s.WatchKeyChanges(lctx, ready, func(c identity.KeyDigestChange) { notes <- c })
+	notes := make(chan keys.DigestChange, 4)
+	go s.WatchKeyChanges(lctx, ready, func(c keys.DigestChange) { notes <- c })
 	<-ready
 
 	out, err := s.AddBlock(ctx, identity.Block{Fingerprint: fp, Reason: "abuse report 42", Actor: "alice"})
@@ -62,7 +63,7 @@ func TestBlockedKeyIsRemovedAndRefusedEverAfter(t *testing.T) {
 		t.Fatalf("removal notified as %x -> %x, want %x -> zero", removed[0].Old, removed[0].New, k.Digest())
 	}
 	// Uploading it again stores nothing.
-	if c, err := s.AddKey(ctx, k); err != nil || c != identity.KeyBlocked {
+	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Blocked {
 		t.Fatalf("upload of a blocked key: %v, %v; want blocked", c, err)
 	}
 	if got := findByFingerprint(t, s, fp); len(got) != 0 {
@@ -81,7 +82,7 @@ func TestBlockedKeyIsRemovedAndRefusedEverAfter(t *testing.T) {
 	if err := s.RemoveBlock(ctx, fp, nil, "carol", "twice"); !errors.Is(err, identity.ErrNotBlocked) {
 		t.Fatalf("second unblock: %v, want ErrNotBlocked", err)
 	}
-	if c, err := s.AddKey(ctx, k); err != nil || c != identity.KeyInserted {
+	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Inserted {
 		t.Fatalf("upload after unblock: %v, %v; want inserted", c, err)
 	}
 	acts, err := s.OperatorActions(ctx, fp)
@@ -110,11 +111,11 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatalf("tombstone: %d keys, user IDs %+v", len(got), got)
 	}
 	tomb := got[0].Digest
-	if keys, _, _ := s.FindKeys(ctx, identity.KeyQuery{Email: "owner@example.org", Limit: 10}); len(keys) != 0 {
+	if keys, _, _ := s.FindKeys(ctx, keys.Query{Email: "owner@example.org", Limit: 10}); len(keys) != 0 {
 		t.Fatal("the tombstone is still found by its old email")
 	}
 	// The full key again: reduced, nothing stored.
-	if c, err := s.AddKey(ctx, full); err != nil || c != identity.KeyReduced {
+	if c, err := s.AddKey(ctx, full); err != nil || c != keys.Reduced {
 		t.Fatalf("full key onto a tombstone: %v, %v; want reduced", c, err)
 	}
 	if got := findByFingerprint(t, s, fp); got[0].Digest != tomb || len(got[0].UserIDs) != 0 {
@@ -125,7 +126,7 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := entityKey(t, e)
-	if c, err := s.AddKey(ctx, revoked); err != nil || c != identity.KeyReduced {
+	if c, err := s.AddKey(ctx, revoked); err != nil || c != keys.Reduced {
 		t.Fatalf("revoked key onto a tombstone: %v, %v; want reduced", c, err)
 	}
 	got = findByFingerprint(t, s, fp)
@@ -140,7 +141,7 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatalf("tombstone with revocation has %d packets, want 2", n)
 	}
 	// The tombstone itself, uploaded again, is unchanged (not reduced).
-	if c, err := s.AddKey(ctx, k); err != nil || c != identity.KeyUnchanged {
+	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Unchanged {
 		t.Fatalf("the tombstone again: %v, %v; want unchanged", c, err)
 	}
 }
@@ -162,10 +163,10 @@ func TestBlockedUserIDIsCleanedAndNeverMergesBack(t *testing.T) {
 	if len(got) != 1 || len(got[0].UserIDs) != 1 || got[0].UserIDs[0].Email != "keep@example.org" {
 		t.Fatalf("cleaned key: %+v", got)
 	}
-	if c, err := s.AddKey(ctx, k); err != nil || c != identity.KeyReduced {
+	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Reduced {
 		t.Fatalf("the poisoned key again: %v, %v; want reduced", c, err)
 	}
-	if keys, _, _ := s.FindKeys(ctx, identity.KeyQuery{Email: "poison@example.org", Limit: 10}); len(keys) != 0 {
+	if keys, _, _ := s.FindKeys(ctx, keys.Query{Email: "poison@example.org", Limit: 10}); len(keys) != 0 {
 		t.Fatal("the blocked user ID came back")
 	}
 }

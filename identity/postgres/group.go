@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -47,7 +47,7 @@ type queuedKey struct {
 	taken  bool          // a writer has it
 	lead   chan struct{} // closed to make this caller the next writer
 	done   chan struct{} // closed when change and err are set
-	change identity.KeyChange
+	change keys.Change
 	err    error
 }
 
@@ -56,7 +56,7 @@ type queuedKey struct {
 // (Policy.Merge) and rewritten only when the merge changed it. Key,
 // user IDs and subkeys go in one transaction, which may also hold the
 // keys of concurrent AddKey calls; AddKey returns once it has committed.
-func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (identity.KeyChange, error) {
+func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error) {
 	if len(key.Fingerprint()) == 0 {
 		return 0, fmt.Errorf("postgres: add key: no primary key packet")
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -28,19 +28,19 @@ const KeyChangesChannel = "kith_key_changes"
 // one: either every key of the batch is stored or none is. Keys with the
 // same fingerprint within the batch are merged first. It returns the
 // outcome for each key in input order.
-func (s *Store) AddKeys(ctx context.Context, keys []*pgp.Key) ([]identity.KeyChange, error) {
-	for _, k := range keys {
+func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Change, error) {
+	for _, k := range ks {
 		if len(k.Fingerprint()) == 0 {
 			return nil, fmt.Errorf("postgres: add keys: a key has no primary key packet")
 		}
 	}
-	var changes []identity.KeyChange
+	var changes []keys.Change
 	var err error
 	// A concurrent writer may insert the same new key first, or two
 	// batches may deadlock on shared keys; both are retried with fresh
 	// reads.
 	for attempt := 0; attempt < 5; attempt++ {
-		changes, err = s.addKeysOnce(ctx, keys)
+		changes, err = s.addKeysOnce(ctx, ks)
 		if !retryable(err) {
 			break
 		}
@@ -74,18 +74,18 @@ type pendingKey struct {
 	key    *pgp.Key
 	id     int64
 	old    []byte // stored digest, nil when new
-	change identity.KeyChange
+	change keys.Change
 	// tomb: the key is a tombstone, merged by pgp.Policy.Tombstone;
 	// reduced: the blocks took something out of what was given.
 	tomb, reduced bool
 }
 
-func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.KeyChange, error) {
+func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Change, error) {
 	// Merge duplicates within the batch.
 	byFP := map[string]*pendingKey{}
 	var order []*pendingKey
-	index := make([]*pendingKey, len(keys))
-	for i, k := range keys {
+	index := make([]*pendingKey, len(ks))
+	for i, k := range ks {
 		fp := string(k.Fingerprint())
 		if p, ok := byFP[fp]; ok {
 			merged, _, err := s.policy.Merge(p.key, k)
@@ -164,20 +164,20 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 				if err := s.applyBlocks(p, kb); err != nil {
 					return err
 				}
-				if p.change == identity.KeyBlocked {
+				if p.change == keys.Blocked {
 					continue
 				}
 			}
 			st, ok := found[string(p.fp)]
 			if !ok {
-				p.change = identity.KeyInserted
+				p.change = keys.Inserted
 				inserts = append(inserts, p)
 				continue
 			}
 			// Both sides are canonical policy output: an equal digest means
 			// equal packets, and the merge would change nothing.
 			if d := p.key.Digest(); bytes.Equal(d[:], st.digest) {
-				p.change = identity.KeyUnchanged
+				p.change = keys.Unchanged
 				continue
 			}
 			storedKey, err := pgp.ParseKey(st.packets)
@@ -195,10 +195,10 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 			}
 			d := merged.Digest()
 			if bytes.Equal(d[:], st.digest) {
-				p.change = identity.KeyUnchanged
+				p.change = keys.Unchanged
 				continue
 			}
-			p.key, p.id, p.old, p.change = merged, st.id, st.digest, identity.KeyUpdated
+			p.key, p.id, p.old, p.change = merged, st.id, st.digest, keys.Updated
 			updates = append(updates, p)
 		}
 		if err := insertKeys(ctx, tx, inserts); err != nil {
@@ -214,26 +214,26 @@ func (s *Store) addKeysOnce(ctx context.Context, keys []*pgp.Key) ([]identity.Ke
 		return nil, err
 	}
 	if len(changed) > 0 {
-		keys := make([]*pgp.Key, len(changed))
+		ks := make([]*pgp.Key, len(changed))
 		for i, p := range changed {
-			keys[i] = p.key
+			ks[i] = p.key
 		}
-		s.keysChanged(ctx, keys)
+		s.keysChanged(ctx, ks)
 		s.notifyCommitted(ctx, changed)
 	}
-	out := make([]identity.KeyChange, len(keys))
+	out := make([]keys.Change, len(ks))
 	seen := map[*pendingKey]bool{}
 	for i, p := range index {
 		// A fingerprint repeated in the batch was stored once; its later
 		// copies changed nothing more.
 		if seen[p] {
-			out[i] = identity.KeyUnchanged
+			out[i] = keys.Unchanged
 			continue
 		}
 		seen[p] = true
 		out[i] = p.change
-		if p.reduced && p.change != identity.KeyBlocked {
-			out[i] = identity.KeyReduced
+		if p.reduced && p.change != keys.Blocked {
+			out[i] = keys.Reduced
 		}
 	}
 	return out, nil
@@ -491,7 +491,7 @@ const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and
 // whether more matched, in one round trip to the server.
-func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	var sel string
 	var arg any
 	switch {
@@ -532,8 +532,8 @@ func (s *Store) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.S
 
 // KeysByDigest returns the stored keys with the given SKS digests; digests
 // the store does not hold are skipped.
-func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]identity.StoredKey, error) {
-	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Digests: digests})
+func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]keys.Stored, error) {
+	keys, _, err := s.FindKeys(ctx, keys.Query{Digests: digests})
 	return keys, err
 }
 
@@ -566,7 +566,7 @@ func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerp
 // (unless q.NoUserIDs), in one statement. q.MaxBytes and
 // q.InlineBytes are applied to the keys' total size, computed beside the
 // rows, so packets are read only when wanted.
-func (s *Store) readKeys(ctx context.Context, sel string, arg any, q identity.KeyQuery) ([]identity.StoredKey, error) {
+func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query) ([]keys.Stored, error) {
 	limit := "ALL"
 	if q.Limit > 0 {
 		limit = strconv.Itoa(q.Limit + 1)
@@ -664,14 +664,14 @@ func (s *Store) warm(ctx context.Context, n int) {
 
 // scanKeys runs sql, a statement over $1 = arg and $2 = readUpTo whose
 // columns readKeys lists, and reads its rows as stored keys.
-func (s *Store) scanKeys(ctx context.Context, q identity.KeyQuery, sql string, arg any, readUpTo int64) ([]identity.StoredKey, error) {
+func (s *Store) scanKeys(ctx context.Context, q keys.Query, sql string, arg any, readUpTo int64) ([]keys.Stored, error) {
 	rows, err := s.pool.Query(ctx, sql, arg, readUpTo)
 	if err != nil {
 		return nil, err
 	}
-	var keys []identity.StoredKey
+	var ks []keys.Stored
 	for rows.Next() {
-		var k identity.StoredKey
+		var k keys.Stored
 		var digest []byte
 		var version, algo int16
 		var bits int32
@@ -691,7 +691,7 @@ func (s *Store) scanKeys(ctx context.Context, q identity.KeyQuery, sql string, a
 		}
 		if q.MaxBytes > 0 && total > int64(q.MaxBytes) {
 			rows.Close()
-			return nil, fmt.Errorf("%w: %d bytes, limit %d", identity.ErrAnswerTooLarge, total, q.MaxBytes)
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, total, q.MaxBytes)
 		}
 		copy(k.Digest[:], digest)
 		k.KeyID = uint64(longID)
@@ -700,9 +700,9 @@ func (s *Store) scanKeys(ctx context.Context, q identity.KeyQuery, sql string, a
 			k.Expires = *expires
 		}
 		if n := len(texts); n > 0 && len(emails) == n && len(uCreated) == n && len(uExpires) == n && len(uRevoked) == n && len(uPrimary) == n {
-			k.UserIDs = make([]identity.StoredUserID, n)
+			k.UserIDs = make([]keys.StoredUserID, n)
 			for i := range n {
-				u := identity.StoredUserID{Text: texts[i], Email: emails[i], Revoked: uRevoked[i], Primary: uPrimary[i]}
+				u := keys.StoredUserID{Text: texts[i], Email: emails[i], Revoked: uRevoked[i], Primary: uPrimary[i]}
 				if uCreated[i] != nil {
 					u.Created = *uCreated[i]
 				}
@@ -712,21 +712,21 @@ func (s *Store) scanKeys(ctx context.Context, q identity.KeyQuery, sql string, a
 				k.UserIDs[i] = u
 			}
 		}
-		keys = append(keys, k)
+		ks = append(ks, k)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return keys, nil
+	return ks, nil
 }
 
 // KeyStats counts the stored keys and the keys added and changed on each
 // of the last seven days. The total is exact up to a million keys and
 // PostgreSQL's planner estimate above, where counting every row would
 // cost seconds for a figure that changes all the time.
-func (s *Store) KeyStats(ctx context.Context) (identity.KeyStats, error) {
-	var st identity.KeyStats
+func (s *Store) KeyStats(ctx context.Context) (keys.Stats, error) {
+	var st keys.Stats
 	if err := s.pool.QueryRow(ctx, `SELECT CASE WHEN reltuples > 1000000 THEN reltuples::bigint
 			ELSE (SELECT count(*) FROM keys) END
 		FROM pg_class WHERE oid = 'keys'::regclass`).Scan(&st.Keys); err != nil {
@@ -741,7 +741,7 @@ func (s *Store) KeyStats(ctx context.Context) (identity.KeyStats, error) {
 		return st, fmt.Errorf("postgres: key stats: %w", err)
 	}
 	for rows.Next() {
-		var d identity.DailyKeys
+		var d keys.Daily
 		if err := rows.Scan(&d.Day, &d.New, &d.Updated); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("postgres: key stats: %w", err)
@@ -812,14 +812,14 @@ func (s *Store) Digests(ctx context.Context, fn func([16]byte) error) error {
 // node commits, until ctx ends or the connection fails; then it returns the
 // error. Changes committed while nobody listens are not replayed: callers
 // that keep state should reload it after an error.
-func (s *Store) ListenKeyChanges(ctx context.Context, fn func(identity.KeyDigestChange)) error {
+func (s *Store) ListenKeyChanges(ctx context.Context, fn func(keys.DigestChange)) error {
 	return s.WatchKeyChanges(ctx, nil, fn)
 }
 
 // WatchKeyChanges is ListenKeyChanges that also closes ready (if not nil)
 // once it is listening, so that a caller can load its state after that
 // point and miss nothing.
-func (s *Store) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(identity.KeyDigestChange)) error {
+func (s *Store) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error {
 	return s.listen(ctx, KeyChangesChannel, ready, func(payload string) {
 		// A payload that is not ours to understand never stops listening.
 		if c, err := parseKeyChange(payload); err == nil {
@@ -828,8 +828,8 @@ func (s *Store) WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn f
 	})
 }
 
-func parseKeyChange(payload string) (identity.KeyDigestChange, error) {
-	var c identity.KeyDigestChange
+func parseKeyChange(payload string) (keys.DigestChange, error) {
+	var c keys.DigestChange
 	parts := strings.Split(payload, ":")
 	if len(parts) != 3 {
 		return c, fmt.Errorf("bad key change %q", payload)

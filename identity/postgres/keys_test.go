@@ -13,7 +13,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
-	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
@@ -112,7 +112,7 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 	k := typicalKey(t, keygen.New(1), 0)
 	d := k.Describe()
 
-	for i, want := range []identity.KeyChange{identity.KeyInserted, identity.KeyUnchanged} {
+	for i, want := range []keys.Change{keys.Inserted, keys.Unchanged} {
 		got, err := s.AddKey(ctx, k)
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 		}
 	}
 
-	queries := map[string]identity.KeyQuery{
+	queries := map[string]keys.Query{
 		"fingerprint":  {Fingerprint: d.Fingerprint},
 		"64-bit ID":    {KeyID: d.KeyID},
 		"32-bit ID":    {ShortKeyID: d.KeyID32(), HasShortKeyID: true},
@@ -157,7 +157,7 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 	if err != nil || len(byDigest) != 1 {
 		t.Fatalf("KeysByDigest: %d keys, %v", len(byDigest), err)
 	}
-	none, more, err := s.FindKeys(ctx, identity.KeyQuery{Email: "nobody@example.invalid"})
+	none, more, err := s.FindKeys(ctx, keys.Query{Email: "nobody@example.invalid"})
 	if err != nil || len(none) != 0 || more {
 		t.Fatalf("unknown email: %d keys, %v", len(none), err)
 	}
@@ -182,13 +182,13 @@ func TestAddKeyMergesNewUserID(t *testing.T) {
 	ctx := context.Background()
 	full := entityKey(t, newEntity(t, "Alice <alice@example.org>", "Alice Work <alice@work.example>"))
 	first := withOnlyUserIDs(t, full, 0)
-	if got, err := s.AddKey(ctx, first); err != nil || got != identity.KeyInserted {
+	if got, err := s.AddKey(ctx, first); err != nil || got != keys.Inserted {
 		t.Fatalf("first upload: %v %v", got, err)
 	}
-	if got, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 1)); err != nil || got != identity.KeyUpdated {
+	if got, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 1)); err != nil || got != keys.Updated {
 		t.Fatalf("second upload: %v %v", got, err)
 	}
-	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Email: "alice@work.example"})
+	keys, _, err := s.FindKeys(ctx, keys.Query{Email: "alice@work.example"})
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("find merged key: %d %v", len(keys), err)
 	}
@@ -229,7 +229,7 @@ func TestConcurrentUploadsKeepEveryUserID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	keys, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: full.Fingerprint()})
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("find: %d %v", len(keys), err)
 	}
@@ -255,11 +255,11 @@ func TestAddKeysBatchIsAllOrNothingAndIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range changes[:50] {
-		if c != identity.KeyInserted {
+		if c != keys.Inserted {
 			t.Fatalf("key %d: %v", i, c)
 		}
 	}
-	if changes[50] != identity.KeyUnchanged {
+	if changes[50] != keys.Unchanged {
 		t.Fatalf("duplicate: %v", changes[50])
 	}
 	again, err := s.AddKeys(ctx, batch)
@@ -267,7 +267,7 @@ func TestAddKeysBatchIsAllOrNothingAndIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range again {
-		if c != identity.KeyUnchanged {
+		if c != keys.Unchanged {
 			t.Fatalf("second load, key %d: %v", i, c)
 		}
 	}
@@ -304,16 +304,16 @@ func TestFindKeysCapsBroadQueries(t *testing.T) {
 	if _, err := s.AddKeys(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	keys, more, err := s.FindKeys(ctx, identity.KeyQuery{Words: []string{"common", "name"}, Limit: 10})
+	ks, more, err := s.FindKeys(ctx, keys.Query{Words: []string{"common", "name"}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 10 || !more {
-		t.Fatalf("got %d keys, more=%v; want 10 and more", len(keys), more)
+	if len(ks) != 10 || !more {
+		t.Fatalf("got %d keys, more=%v; want 10 and more", len(ks), more)
 	}
-	keys, more, err = s.FindKeys(ctx, identity.KeyQuery{Words: []string{"common", "7"}, Limit: 10})
-	if err != nil || len(keys) != 1 || more {
-		t.Fatalf("two words ANDed: %d keys, more=%v, %v", len(keys), more, err)
+	ks, more, err = s.FindKeys(ctx, keys.Query{Words: []string{"common", "7"}, Limit: 10})
+	if err != nil || len(ks) != 1 || more {
+		t.Fatalf("two words ANDed: %d keys, more=%v, %v", len(ks), more, err)
 	}
 }
 
@@ -332,11 +332,11 @@ func TestKeyChangesReachAnotherNode(t *testing.T) {
 	}
 	defer b.Close()
 
-	got := make(chan identity.KeyDigestChange, 10)
+	got := make(chan keys.DigestChange, 10)
 	ready := make(chan struct{})
 	lctx, lcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- b.WatchKeyChanges(lctx, ready, func(c identity.KeyDigestChange) { got <- c }) }()
+	go func() { done <- b.WatchKeyChanges(lctx, ready, func(c keys.DigestChange) { got <- c }) }()
 	<-ready
 
 	full := entityKey(t, newEntity(t, "Bob <bob@example.org>", "Bob Two <bob2@example.org>"))
@@ -344,7 +344,7 @@ func TestKeyChangesReachAnotherNode(t *testing.T) {
 	a.AddKey(ctx, first)
 	a.AddKey(ctx, first) // unchanged: no notification
 	a.AddKey(ctx, full)
-	want := []identity.KeyDigestChange{{New: first.Digest()}, {Old: first.Digest(), New: full.Digest()}}
+	want := []keys.DigestChange{{New: first.Digest()}, {Old: first.Digest(), New: full.Digest()}}
 	for i, w := range want {
 		select {
 		case c := <-got:
@@ -382,19 +382,19 @@ func TestFindKeysReadsPacketsOnlyWhenWanted(t *testing.T) {
 	for _, k := range batch {
 		total += len(k.Bytes())
 	}
-	q := identity.KeyQuery{Words: []string{"sized"}, Limit: 10}
-	keys, _, err := s.FindKeys(ctx, q)
-	if err != nil || len(keys) != 3 {
-		t.Fatalf("find: %d keys, %v", len(keys), err)
+	q := keys.Query{Words: []string{"sized"}, Limit: 10}
+	ks, _, err := s.FindKeys(ctx, q)
+	if err != nil || len(ks) != 3 {
+		t.Fatalf("find: %d keys, %v", len(ks), err)
 	}
-	for _, k := range keys {
+	for _, k := range ks {
 		if k.Packets == nil || k.Size != len(k.Packets) || k.KeyID == 0 {
 			t.Errorf("key %X: %d packet bytes, size %d, key ID %X", k.Fingerprint, len(k.Packets), k.Size, k.KeyID)
 		}
 	}
 
 	q.MaxBytes = total - 1
-	if _, _, err := s.FindKeys(ctx, q); !errors.Is(err, identity.ErrAnswerTooLarge) {
+	if _, _, err := s.FindKeys(ctx, q); !errors.Is(err, keys.ErrAnswerTooLarge) {
 		t.Errorf("over MaxBytes: %v, want ErrAnswerTooLarge", err)
 	}
 	q.MaxBytes = total
@@ -403,11 +403,11 @@ func TestFindKeysReadsPacketsOnlyWhenWanted(t *testing.T) {
 		read   bool
 	}{{-1, false}, {total - 1, false}, {total, true}, {0, true}} {
 		q.InlineBytes = c.inline
-		keys, _, err := s.FindKeys(ctx, q)
-		if err != nil || len(keys) != 3 {
-			t.Fatalf("inline %d: %d keys, %v", c.inline, len(keys), err)
+		ks, _, err := s.FindKeys(ctx, q)
+		if err != nil || len(ks) != 3 {
+			t.Fatalf("inline %d: %d keys, %v", c.inline, len(ks), err)
 		}
-		for _, k := range keys {
+		for _, k := range ks {
 			if (k.Packets != nil) != c.read || k.Size == 0 {
 				t.Errorf("inline %d: key %X has %d packet bytes (size %d), want read=%v", c.inline, k.Fingerprint, len(k.Packets), k.Size, c.read)
 			}
@@ -440,17 +440,17 @@ func TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome(t *testing.T)
 	s := pgtest.NewStore(t)
 	ctx := context.Background()
 	g := keygen.New(91)
-	keys := make([]*pgp.Key, n)
-	for i := range keys {
-		keys[i] = typicalKey(t, g, i)
+	ks := make([]*pgp.Key, n)
+	for i := range ks {
+		ks[i] = typicalKey(t, g, i)
 	}
 	full := entityKey(t, newEntity(t, "Twice <twice@example.org>", "Twice Again <again@example.org>"))
 	halves := []*pgp.Key{withOnlyUserIDs(t, full, 0), withOnlyUserIDs(t, full, 1)}
 	var wg sync.WaitGroup
-	changes := make([]identity.KeyChange, n)
-	halfChanges := make([]identity.KeyChange, 2)
+	changes := make([]keys.Change, n)
+	halfChanges := make([]keys.Change, 2)
 	errs := make(chan error, n+2)
-	for i, k := range keys {
+	for i, k := range ks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -476,19 +476,19 @@ func TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome(t *testing.T)
 		}
 	}
 	for i, c := range changes {
-		if c != identity.KeyInserted {
+		if c != keys.Inserted {
 			t.Errorf("key %d: %v, want inserted", i, c)
 		}
-		found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: keys[i].Fingerprint()})
-		if err != nil || len(found) != 1 || found[0].Digest != keys[i].Digest() {
+		found, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() {
 			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
 		}
 	}
-	if got := []identity.KeyChange{halfChanges[0], halfChanges[1]}; !(got[0] == identity.KeyInserted && got[1] == identity.KeyUpdated) &&
-		!(got[0] == identity.KeyUpdated && got[1] == identity.KeyInserted) {
+	if got := []keys.Change{halfChanges[0], halfChanges[1]}; !(got[0] == keys.Inserted && got[1] == keys.Updated) &&
+		!(got[0] == keys.Updated && got[1] == keys.Inserted) {
 		t.Errorf("the two halves of one key: %v, want one inserted and one updated", got)
 	}
-	found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: full.Fingerprint()})
+	found, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: full.Fingerprint()})
 	if err != nil || len(found) != 1 || found[0].Digest != full.Digest() {
 		t.Fatalf("the key uploaded in halves is not their union: %d %v", len(found), err)
 	}
@@ -504,7 +504,7 @@ func TestAddKeyWithCanceledContextStoresNothing(t *testing.T) {
 	if _, err := s.AddKey(ctx, k); !errors.Is(err, context.Canceled) {
 		t.Fatalf("AddKey with a canceled context: %v", err)
 	}
-	found, _, err := s.FindKeys(context.Background(), identity.KeyQuery{Fingerprint: k.Fingerprint()})
+	found, _, err := s.FindKeys(context.Background(), keys.Query{Fingerprint: k.Fingerprint()})
 	if err != nil || len(found) != 0 {
 		t.Fatalf("key stored anyway: %d %v", len(found), err)
 	}
@@ -518,18 +518,18 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 	s := pgtest.NewStore(t)
 	ctx := context.Background()
 	g := keygen.New(93)
-	keys := make([]*pgp.Key, n)
-	for i := range keys {
-		keys[i] = typicalKey(t, g, i)
+	ks := make([]*pgp.Key, n)
+	for i := range ks {
+		ks[i] = typicalKey(t, g, i)
 	}
 	var wg sync.WaitGroup
-	results := make([][]identity.KeyChange, 2)
+	results := make([][]keys.Change, 2)
 	errs := make([]error, 2)
 	for w := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[w], errs[w] = s.AddKeys(ctx, keys)
+			results[w], errs[w] = s.AddKeys(ctx, ks)
 		}()
 	}
 	wg.Wait()
@@ -538,13 +538,13 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := range keys {
+	for i := range ks {
 		a, b := results[0][i], results[1][i]
-		if !(a == identity.KeyInserted && b == identity.KeyUnchanged) && !(a == identity.KeyUnchanged && b == identity.KeyInserted) {
+		if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
 			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
 		}
-		found, _, err := s.FindKeys(ctx, identity.KeyQuery{Fingerprint: keys[i].Fingerprint()})
-		if err != nil || len(found) != 1 || found[0].Digest != keys[i].Digest() || len(found[0].UserIDs) != len(keys[i].Describe().UserIDs) {
+		found, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
 			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/inprocess"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
@@ -76,14 +77,14 @@ func (s *keyStore) put(t testing.TB, b []byte) []byte {
 }
 
 // FindKeys answers a query by primary fingerprint.
-func (s *keyStore) FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error) {
+func (s *keyStore) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.keys[string(q.Fingerprint)]
 	if !ok {
 		return nil, false, nil
 	}
-	return []identity.StoredKey{{Fingerprint: bytes.Clone(q.Fingerprint), Packets: bytes.Clone(b)}}, false, nil
+	return []keys.Stored{{Fingerprint: bytes.Clone(q.Fingerprint), Packets: bytes.Clone(b)}}, false, nil
 }
 
 // testKey is an OpenPGP key with its private parts, to sign statements

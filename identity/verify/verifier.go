@@ -14,6 +14,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
@@ -21,7 +22,7 @@ import (
 
 // KeyFinder finds stored OpenPGP keys (identity/postgres.Store is one).
 type KeyFinder interface {
-	FindKeys(ctx context.Context, q identity.KeyQuery) ([]identity.StoredKey, bool, error)
+	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
 }
 
 // Verifier checks possession proofs for package identity: SSHSIG with
@@ -64,7 +65,7 @@ func (v *Verifier) StoredKey(ctx context.Context, fingerprint string) (*pgp.Key,
 		return nil, identity.RefuseErr(identity.CodeBadFactor, err, "bad fingerprint")
 	}
 	fp, _ := hex.DecodeString(f.Value)
-	keys, _, err := v.Keys.FindKeys(ctx, identity.KeyQuery{Fingerprint: fp, Limit: 2})
+	keys, _, err := v.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
 	if err != nil {
 		return nil, fmt.Errorf("verify: find key %s: %w", f.Value, err)
 	}

@@ -1,4 +1,4 @@
-package identity
+package keys
 
 import (
 	"encoding/binary"
@@ -13,7 +13,7 @@ import (
 // MaxSearchWords is the most words a key search may hold.
 const MaxSearchWords = 16
 
-// ErrBadSearch matches (errors.Is) every refusal of ParseKeySearch.
+// ErrBadSearch matches (errors.Is) every refusal of ParseSearch.
 var ErrBadSearch = errors.New("bad key search")
 
 // SearchError says why a search names no key, in words fit to show the
@@ -30,7 +30,7 @@ func badSearch(format string, args ...any) error {
 	return &SearchError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// ParseKeySearch reads a key search as HKP clients write one, so that
+// ParseSearch reads a key search as HKP clients write one, so that
 // every frontend finds the same keys for the same text:
 //
 //   - "0x" and 8, 16, 32, 40 or 64 hex digits: a 32- or 64-bit key ID, a
@@ -41,7 +41,7 @@ func badSearch(format string, args ...any) error {
 //     lower-cased, sorted, each required.
 //
 // The query has no Limit; the caller sets it.
-func ParseKeySearch(s string) (KeyQuery, error) {
+func ParseSearch(s string) (Query, error) {
 	s = strings.TrimSpace(s)
 	compact := strings.ReplaceAll(s, " ", "")
 	if len(compact) >= 2 && compact[0] == '0' && (compact[1] == 'x' || compact[1] == 'X') {
@@ -49,31 +49,31 @@ func ParseKeySearch(s string) (KeyQuery, error) {
 		if err == nil {
 			switch len(b) {
 			case 4:
-				return KeyQuery{ShortKeyID: binary.BigEndian.Uint32(b), HasShortKeyID: true}, nil
+				return Query{ShortKeyID: binary.BigEndian.Uint32(b), HasShortKeyID: true}, nil
 			case 8:
-				return KeyQuery{KeyID: binary.BigEndian.Uint64(b)}, nil
+				return Query{KeyID: binary.BigEndian.Uint64(b)}, nil
 			case 16, 20, 32: // v3 (MD5), v4, v6 fingerprints
-				return KeyQuery{Fingerprint: b}, nil
+				return Query{Fingerprint: b}, nil
 			}
 		}
-		return KeyQuery{}, badSearch("after 0x, give 8 or 16 hex digits (a key ID) or 32, 40 or 64 (a fingerprint); %d given", len(compact)-2)
+		return Query{}, badSearch("after 0x, give 8 or 16 hex digits (a key ID) or 32, 40 or 64 (a fingerprint); %d given", len(compact)-2)
 	}
 	if len(compact) == 40 || len(compact) == 64 {
 		if b, err := hex.DecodeString(compact); err == nil {
-			return KeyQuery{Fingerprint: b}, nil
+			return Query{Fingerprint: b}, nil
 		}
 	}
 	if email, ok := bareEmail(s); ok {
-		return KeyQuery{Email: email}, nil
+		return Query{Email: email}, nil
 	}
 	words := SearchWords(s)
 	if len(words) == 0 {
-		return KeyQuery{}, badSearch("give a key ID (0x…), a fingerprint, an email address or words (letters or digits) of a name")
+		return Query{}, badSearch("give a key ID (0x…), a fingerprint, an email address or words (letters or digits) of a name")
 	}
 	if len(words) > MaxSearchWords {
-		return KeyQuery{}, badSearch("%d words; at most %d are allowed", len(words), MaxSearchWords)
+		return Query{}, badSearch("%d words; at most %d are allowed", len(words), MaxSearchWords)
 	}
-	return KeyQuery{Words: words}, nil
+	return Query{Words: words}, nil
 }
 
 // SearchWords splits s into lower-cased runs of letters and digits,

@@ -2,12 +2,14 @@
 // the one check every upload path (HKP, the pages, recon fetches, VKS)
 // makes before it stores a key, and how the store's outcomes read.
 
-package identity
+package keys
 
 import (
 	"context"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/kith-keyserver/kith/identity"
 )
 
 // UploadPolicy says which uploads a server stores.
@@ -42,40 +44,46 @@ type Upload struct {
 	LoggedIn bool
 }
 
-// MayUpload decides whether u may be stored under policy: nil when it
-// may, an *Error with CodeUploadRefused whose message says why when it
-// may not, or another error when the identity store failed. Every path
-// that stores a key it was given calls it first.
-func (s *Service) MayUpload(ctx context.Context, policy UploadPolicy, u Upload) error {
+// Prover says for which identity a factor is proven
+// (identity.Service.WhoProves).
+type Prover interface {
+	WhoProves(ctx context.Context, f identity.Factor) (identity.Handle, error)
+}
+
+// MayUpload decides whether u may be stored under policy, asking ids
+// whether the key is proven: nil when it may, an *identity.Error with
+// CodeUploadRefused whose message says why when it may not, or another
+// error when the identity store failed.
+func MayUpload(ctx context.Context, ids Prover, policy UploadPolicy, u Upload) error {
 	switch policy {
 	case UploadsOpen, "":
 		return nil
 	case UploadsOff:
-		return Refuse(CodeUploadRefused, "this server accepts no uploads: it is a read-only mirror")
+		return identity.Refuse(identity.CodeUploadRefused, "this server accepts no uploads: it is a read-only mirror")
 	case UploadsIdentities:
 		if u.LoggedIn {
 			return nil
 		}
-		_, err := s.WhoProves(ctx, PGPFactor(u.Fingerprint))
+		_, err := ids.WhoProves(ctx, identity.PGPFactor(u.Fingerprint))
 		if err == nil {
 			return nil
 		}
-		if CodeOf(err) == CodeNotLinked {
-			return Refuse(CodeUploadRefused, "this server accepts only keys proven for one of its identities, and key %s is not: prove it at the server, or upload it while logged in",
+		if identity.CodeOf(err) == identity.CodeNotLinked {
+			return identity.Refuse(identity.CodeUploadRefused, "this server accepts only keys proven for one of its identities, and key %s is not: prove it at the server, or upload it while logged in",
 				hex.EncodeToString(u.Fingerprint))
 		}
-		return fmt.Errorf("identity: may upload: %w", err)
+		return fmt.Errorf("keys: may upload: %w", err)
 	}
-	return fmt.Errorf("identity: may upload: unknown upload policy %q", policy)
+	return fmt.Errorf("keys: may upload: unknown upload policy %q", policy)
 }
 
 // Reason says, for an uploader, why the store refused or reduced a key
-// (KeyBlocked, KeyReduced); it is empty for other outcomes.
-func (c KeyChange) Reason() string {
+// (Blocked, Reduced); it is empty for other outcomes.
+func (c Change) Reason() string {
 	switch c {
-	case KeyBlocked:
+	case Blocked:
 		return "this key is blocked on this server"
-	case KeyReduced:
+	case Reduced:
 		return "this server keeps only part of this key (deleted by its owner, or blocked in part); only what is not blocked, such as revocations, was merged"
 	}
 	return ""

@@ -1,12 +1,12 @@
-package identity
+package keys
 
 import (
 	"errors"
 	"time"
 )
 
-// KeyQuery selects stored OpenPGP keys. Exactly one selector is set.
-type KeyQuery struct {
+// Query selects stored OpenPGP keys. Exactly one selector is set.
+type Query struct {
 	// Fingerprint matches a primary key or a subkey (20 bytes for v4, 32
 	// for v6); a subkey resolves to its primary key.
 	Fingerprint []byte
@@ -32,18 +32,18 @@ type KeyQuery struct {
 	MaxBytes int
 	// InlineBytes bounds the packets the store reads into the result:
 	// zero reads every key's packets; positive reads them only when they
-	// total at most InlineBytes (otherwise StoredKey.Packets is nil and the
+	// total at most InlineBytes (otherwise Stored.Packets is nil and the
 	// caller streams them with StreamPackets); negative reads none.
-	// StoredKey.Size is set either way.
+	// Stored.Size is set either way.
 	InlineBytes int
-	// NoUserIDs leaves StoredKey.UserIDs empty, for a caller that needs
+	// NoUserIDs leaves Stored.UserIDs empty, for a caller that needs
 	// only the packets (op=get).
 	NoUserIDs bool
 }
 
-// StoredKey is a key as the store holds it: the packets Kith serves and
+// Stored is a key as the store holds it: the packets Kith serves and
 // what the index shows of them.
-type StoredKey struct {
+type Stored struct {
 	// Fingerprint of the primary key.
 	Fingerprint []byte
 	// Digest is the SKS digest of Packets, the key's recon element.
@@ -82,74 +82,74 @@ type StoredUserID struct {
 	Primary bool
 }
 
-// KeyChange says what storing a key did.
-type KeyChange int
+// Change says what storing a key did.
+type Change int
 
 // The outcomes of storing a key.
 const (
-	// KeyInserted: the key was new.
-	KeyInserted KeyChange = iota + 1
-	// KeyUpdated: the key was known and the upload added packets.
-	KeyUpdated
-	// KeyUnchanged: the key was known and the upload added nothing;
+	// Inserted: the key was new.
+	Inserted Change = iota + 1
+	// Updated: the key was known and the upload added packets.
+	Updated
+	// Unchanged: the key was known and the upload added nothing;
 	// nothing was written.
-	KeyUnchanged
-	// KeyBlocked: the key is on the blocklist; nothing was written.
-	KeyBlocked
-	// KeyReduced: the key is a tombstone (deleted by its owner or blocked
+	Unchanged
+	// Blocked: the key is on the blocklist; nothing was written.
+	Blocked
+	// Reduced: the key is a tombstone (deleted by its owner or blocked
 	// with its revocations kept) or carries blocked packets, so the store
 	// kept less than it was given: only the revocations of a tombstone
 	// merge, blocked user IDs and certifications never do. The store was
 	// written only if what it kept changed.
-	KeyReduced
+	Reduced
 )
 
 // String returns the outcome as HKP answers and logs name it.
-func (c KeyChange) String() string {
+func (c Change) String() string {
 	switch c {
-	case KeyInserted:
+	case Inserted:
 		return "inserted"
-	case KeyUpdated:
+	case Updated:
 		return "updated"
-	case KeyUnchanged:
+	case Unchanged:
 		return "unchanged"
-	case KeyBlocked:
+	case Blocked:
 		return "blocked"
-	case KeyReduced:
+	case Reduced:
 		return "reduced"
 	}
 	return "unknown"
 }
 
-// KeyStats summarises the key store.
-type KeyStats struct {
+// Stats summarises the key store.
+type Stats struct {
 	// Keys is the number of stored keys.
 	Keys int64
 	// Daily counts keys first seen (New) and changed (Updated) per day,
 	// newest day first, for the last days.
-	Daily []DailyKeys
+	Daily []Daily
 }
 
-// DailyKeys is one day's additions.
-type DailyKeys struct {
+// Daily is one day's additions.
+type Daily struct {
 	Day     time.Time
 	New     int64
 	Updated int64
 }
 
-// KeyDigestChange is the notification every key change emits, so that
+// DigestChange is the notification every key change emits, so that
 // every node's recon tree and caches learn it: the digest the key had
 // (zero when it was new) and the digest it has now (zero when it was
 // deleted).
-type KeyDigestChange struct {
+type DigestChange struct {
 	Old, New [16]byte
 	// Fingerprint of the key that changed.
 	Fingerprint []byte
 }
 
-// ErrTooManyKeys is returned when a query matches more keys than the
+// ErrTooMany is returned when a query matches more keys than the
 // caller may receive.
-var ErrTooManyKeys = errors.New("too many keys match")
+var ErrTooMany = errors.New("too many keys match")
 
 // ErrAnswerTooLarge is returned when the keys a query selects are larger
 // together than its MaxBytes.
