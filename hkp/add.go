@@ -1,5 +1,5 @@
-// add.go: POST /pks/add: read every key of the upload, run each through the
-// policy and the store, and say per key what happened.
+// add.go: POST /pks/add: read every key of the upload, send each through
+// the upload path (identity/keys.Service), and say per key what happened.
 
 package hkp
 
@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -203,43 +202,26 @@ func (h *Handler) addKeys(r *http.Request, data []byte) AddResponse {
 	return resp
 }
 
-// addKey applies the policy to k and stores what passes.
+// addKey sends k through the upload path and says what became of it.
 func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 	res := AddResult{}
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	policy := h.opts.Policy
-	policy.Issuers = h.store.IssuerKeys(r.Context())
-	applied, rep, err := policy.Apply(k)
-	if err != nil {
-		res.Result = resultRejected
-		res.Reason = pgp.RejectionReason(err)
+	up, err := h.uploads.Upload(r.Context(), k, keys.UploadOptions{})
+	if up.Key != nil {
+		res.Fingerprint = strings.ToUpper(hex.EncodeToString(up.Key.Fingerprint()))
+	}
+	var rej *keys.Rejection
+	switch {
+	case errors.As(err, &rej):
+		res.Result, res.Reason = resultRejected, rej.Reason
 		return res
-	}
-	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))
-	if h.opts.MayUpload != nil {
-		if err := h.opts.MayUpload(r.Context(), applied.Fingerprint()); err != nil {
-			var ie *identity.Error
-			if errors.As(err, &ie) {
-				res.Result, res.Reason = resultRejected, ie.Msg
-				return res
-			}
-			h.log.Error("hkp: add: upload policy", "fingerprint", res.Fingerprint, "err", err)
-			res.Result, res.Reason = resultError, "the identity store failed; try again later"
-			return res
-		}
-	}
-	for _, reason := range pgp.DropReasons() {
-		if n := rep.Count(reason); n > 0 {
-			if res.Dropped == nil {
-				res.Dropped = map[string]int{}
-			}
-			res.Dropped[reason.String()] = n
-		}
-	}
-	change, err := h.store.AddKey(r.Context(), applied)
-	if err != nil {
+	case errors.Is(err, keys.ErrUploadPolicyFailed):
+		h.log.Error("hkp: add: upload policy", "fingerprint", res.Fingerprint, "err", err)
+		res.Result, res.Reason = resultError, "the identity store failed; try again later"
+		return res
+	case err != nil:
 		if r.Context().Err() == nil {
 			h.log.Error("hkp: add: store", "fingerprint", res.Fingerprint, "err", err)
 		}
@@ -247,14 +229,22 @@ func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
 		res.Reason = "the key store failed; try again later"
 		return res
 	}
-	// The store's key-change hook (keysChangedHere) has dropped the
-	// answers the change outdates on this node before AddKey returned.
-	res.Result = change.String()
-	switch change {
+	for _, reason := range pgp.DropReasons() {
+		if n := up.Report.Count(reason); n > 0 {
+			if res.Dropped == nil {
+				res.Dropped = map[string]int{}
+			}
+			res.Dropped[reason.String()] = n
+		}
+	}
+	// The upload path has told this Handler (KeysChanged) before it
+	// returned: the answers the change outdates on this node are gone.
+	res.Result = up.Change.String()
+	switch up.Change {
 	case keys.Blocked:
-		res.Result, res.Reason = resultRejected, change.Reason()
+		res.Result, res.Reason = resultRejected, up.Change.Reason()
 	case keys.Reduced:
-		res.Reason = change.Reason()
+		res.Reason = up.Change.Reason()
 	}
 	return res
 }

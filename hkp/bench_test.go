@@ -1,7 +1,6 @@
 package hkp
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -18,7 +17,7 @@ import (
 // (no network): the path the throughput targets depend on.
 func BenchmarkCachedGet(b *testing.B) {
 	st := benchStore(b)
-	h := NewHandler(st, Options{Logger: quietLogger()})
+	h := NewHandler(st, nil, Options{Logger: quietLogger()})
 	h.cache.enable()
 	e := newEntity(b, "Bench Mark", "bench@example.org", 900)
 	k := mustApply(b, binaryKey(b, e))
@@ -62,7 +61,7 @@ func BenchmarkUncachedIndex(b *testing.B) {
 // in turn from a handler without a cache, from parallel clients.
 func benchUncached(b *testing.B, target func(*pgp.Key) string) {
 	st := benchStore(b)
-	h := NewHandler(st, Options{Logger: quietLogger(), CacheSize: -1})
+	h := NewHandler(st, nil, Options{Logger: quietLogger(), CacheSize: -1})
 	ks, err := keygen.TypicalKeys(500, 7)
 	if err != nil {
 		b.Fatal(err)
@@ -74,9 +73,7 @@ func benchUncached(b *testing.B, target func(*pgp.Key) string) {
 		batch = append(batch, k)
 		targets = append(targets, target(k))
 	}
-	if _, err := st.(interface {
-		AddKeys(context.Context, []*pgp.Key) ([]keys.Change, error)
-	}).AddKeys(b.Context(), batch); err != nil {
+	if _, err := st.AddKeys(b.Context(), batch); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -97,7 +94,9 @@ func benchUncached(b *testing.B, target func(*pgp.Key) string) {
 // hold yet, as concurrent gpg --send-keys of new keys do.
 func BenchmarkAddNewKeys(b *testing.B) {
 	st := benchStore(b)
-	h := NewHandler(st, Options{Logger: quietLogger()})
+	ks := keys.NewService(st, keys.Options{Policy: pgp.DefaultPolicy(), Logger: quietLogger()})
+	h := NewHandler(st, ks, Options{Logger: quietLogger()})
+	ks.Subscribe(h)
 	keys, err := keygen.TypicalKeys(max(b.N, 1), 11)
 	if err != nil {
 		b.Fatal(err)

@@ -184,9 +184,6 @@ type blockingStore struct {
 	key     keys.Stored
 }
 
-// OnKeysChanged takes no hook: nothing writes through a blockingStore.
-func (s *blockingStore) OnKeysChanged(func(context.Context, []*pgp.Key)) {}
-
 func (s *blockingStore) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	s.entered <- struct{}{}
 	<-s.release
@@ -197,7 +194,7 @@ func TestCacheDoesNotKeepAnswerReadBeforeChange(t *testing.T) {
 	fp := make([]byte, 20)
 	st := &blockingStore{entered: make(chan struct{}), release: make(chan struct{}),
 		key: keys.Stored{Fingerprint: fp, Algorithm: 22, Created: testTime, UserIDs: []keys.StoredUserID{{Text: "Old"}}}}
-	h := NewHandler(st, Options{Logger: quietLogger()})
+	h := NewHandler(st, nil, Options{Logger: quietLogger()})
 	h.cache.enable()
 	q := "op=index&options=mr&search=0x" + strings.Repeat("00", 20)
 	done := make(chan struct{})
@@ -253,7 +250,7 @@ func TestCacheExpiresAfterTTL(t *testing.T) {
 
 func TestCacheIsOffWithoutListener(t *testing.T) {
 	st := pgtest.NewStore(t)
-	h := NewHandler(st, Options{Logger: quietLogger()})
+	h := NewHandler(st, nil, Options{Logger: quietLogger()})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	res, err := http.Get(srv.URL + "/pks/lookup?op=index&options=mr&search=nobody")

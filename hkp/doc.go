@@ -18,8 +18,10 @@
 //   - its Prometheus collectors, registered on a Registerer the caller gives.
 //
 // It does not own: OpenPGP parsing, the policy, merging or digests (pgp);
+// the upload path (identity/keys.Service, reached as a keys.Uploader);
 // storage, merging in a transaction and NOTIFY (identity/postgres, reached
-// only through the Store interface declared here); recon's client side of
+// only through the Store interface declared here, made of identity/keys'
+// interfaces); recon's client side of
 // hashquery (recon); the HTTP server, its listener and timeouts, and the
 // request metrics per route (cmd/kith); pages beyond the plain HTML answers
 // HKP needs (web).

@@ -21,38 +21,13 @@ import (
 	"github.com/kith-keyserver/kith/pgp"
 )
 
-// Store is what the HKP frontend needs of the key store.
+// Store is what the HKP frontend reads of the key store: lookups, and
+// the change notifications that keep its answer cache coherent. A zero
+// keys.DigestChange (no fingerprint) means changes may have been missed;
+// the Handler then drops its whole cache.
 type Store interface {
-	// AddKey stores key, which has already passed Policy.Apply: the store
-	// merges it with the stored key of the same fingerprint in one
-	// transaction, writes nothing when the merge adds nothing, and
-	// notifies every node of the change.
-	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
-	// FindKeys returns the keys q selects, at most q.Limit of them, and
-	// whether more matched. No match is an empty result, not an error.
-	FindKeys(ctx context.Context, q keys.Query) (keys []keys.Stored, more bool, err error)
-	// KeysByDigest returns the stored keys with these SKS digests; digests
-	// the store does not hold are left out.
-	KeysByDigest(ctx context.Context, digests [][16]byte) ([]keys.Stored, error)
-	// StreamPackets calls fn with the packets of each key whose primary
-	// fingerprint is in fps, in that order, one key in memory at a time;
-	// fn must not keep packets.
-	StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerprint, packets []byte) error) error
-	// KeyStats summarises the store.
-	KeyStats(ctx context.Context) (keys.Stats, error)
-	// ListenKeyChanges calls fn for every key change any node makes, until
-	// ctx ends or the listening connection fails. A zero KeyDigestChange
-	// (no fingerprint) means changes may have been missed; the Handler then
-	// drops its whole cache.
-	ListenKeyChanges(ctx context.Context, fn func(keys.DigestChange)) error
-	// OnKeysChanged has fn called with every key a write through this
-	// store changed, after it commits and before the write returns,
-	// whichever frontend wrote.
-	OnKeysChanged(fn func(ctx context.Context, changed []*pgp.Key))
-	// IssuerKeys looks up stored keys by key ID for pgp.Policy.Issuers, so
-	// that certifications the store can verify survive a certification
-	// flood in an upload.
-	IssuerKeys(ctx context.Context) pgp.IssuerKeys
+	keys.Reader
+	keys.Listener
 }
 
 // Defaults for the zero Options fields.
@@ -84,8 +59,6 @@ const (
 // Options configure a Handler. The zero value of each field means its
 // default.
 type Options struct {
-	// Policy is applied to every uploaded key (zero: pgp.DefaultPolicy).
-	Policy pgp.Policy
 	// MaxResults caps the keys one lookup returns. An index over it is
 	// cut with a note; a get over it is refused with 400.
 	MaxResults int
@@ -121,11 +94,6 @@ type Options struct {
 	// answers are not cached: a verification changes them without
 	// changing any key.
 	VerifiedEmails identity.VerifiedEmailReader
-	// MayUpload, if set, is the server's upload policy
-	// (identity.Service.MayUpload): it is asked about every key of an
-	// upload before the store, and an *identity.Error it returns is the
-	// reason the key is refused. Nil accepts every key.
-	MayUpload func(ctx context.Context, fp []byte) error
 }
 
 func (o Options) withDefaults() Options {
@@ -168,6 +136,7 @@ func (o Options) withDefaults() Options {
 // A Handler is safe for concurrent use.
 type Handler struct {
 	store   Store
+	uploads keys.Uploader
 	opts    Options
 	log     *slog.Logger
 	cache   *cache
@@ -215,27 +184,32 @@ func (o *ownChanges) take(digest [16]byte) (*keyTerms, bool) {
 	return kt, ok
 }
 
-// NewHandler returns a Handler serving HKP from store.
-func NewHandler(store Store, opts Options) *Handler {
+// NewHandler returns a Handler serving HKP lookups from store and
+// sending uploads through the upload path uploads (an identity/keys
+// Service). The wiring subscribes the Handler to that Service
+// (keys.Service.Subscribe), so that a write on this node drops the
+// answers it outdates before it returns.
+func NewHandler(store Store, uploads keys.Uploader, opts Options) *Handler {
 	opts = opts.withDefaults()
 	h := &Handler{
 		store:   store,
+		uploads: uploads,
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
 	}
 	h.cache = newCache(opts.CacheSize, opts.CacheTTL, opts.Now, h.metrics)
 	h.stats = &statsCache{ttl: opts.StatsTTL}
-	store.OnKeysChanged(h.keysChangedHere)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h
 }
 
-// keysChangedHere drops this node's answers that keys written on this
-// node outdate, before the write that changed them answers: read your
-// own writes, whatever path (HKP, the pages, recon) wrote.
-func (h *Handler) keysChangedHere(_ context.Context, changed []*pgp.Key) {
+// KeysChanged drops this node's answers that keys written on this node
+// outdate, before the write that changed them answers: read your own
+// writes, whatever path (HKP, the pages, recon) wrote. It implements
+// keys.Subscriber.
+func (h *Handler) KeysChanged(_ context.Context, changed []*pgp.Key) {
 	for _, k := range changed {
 		kt := termsOfKey(k)
 		h.cache.invalidate(k.Fingerprint(), kt)
@@ -272,13 +246,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// keyChangeWatcher is implemented by stores that can say when they
-// listen (identity/postgres does): the cache is then used only from that
-// moment, so that no change made meanwhile can be missed.
-type keyChangeWatcher interface {
-	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error
-}
-
 // Run listens to the store's key changes and keeps the answer cache
 // coherent with them, until ctx ends; it then returns nil. While the
 // listener is down (it is restarted with package retry's backoff) the
@@ -297,14 +264,7 @@ func (h *Handler) Run(ctx context.Context) error {
 
 // listen runs one listening session.
 func (h *Handler) listen(ctx context.Context, ready chan<- struct{}) error {
-	w, ok := h.store.(keyChangeWatcher)
-	if !ok {
-		// Without a ready signal, a change made between now and the
-		// store's LISTEN can be missed; CacheTTL bounds how long.
-		close(ready)
-		return h.store.ListenKeyChanges(ctx, h.keyChanged)
-	}
-	return w.WatchKeyChanges(ctx, ready, h.keyChanged)
+	return h.store.WatchKeyChanges(ctx, ready, h.keyChanged)
 }
 
 // Listening reports whether the answer cache is in use (Run listens to

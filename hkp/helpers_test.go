@@ -18,6 +18,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
@@ -33,7 +34,8 @@ var testTime = time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
 // with Run listening.
 type testServer struct {
 	t     *testing.T
-	store Store
+	store keys.Store
+	keys  *keys.Service
 	h     *Handler
 	url   string
 	// changes counts the key changes this server's uploads made, so that
@@ -51,13 +53,17 @@ func newTestServer(t *testing.T, opts Options) *testServer {
 	return newTestServerOn(t, pgtest.NewStore(t), opts)
 }
 
-// newTestServerOn starts a server on st.
-func newTestServerOn(t *testing.T, st Store, opts Options) *testServer {
+// newTestServerOn starts a server on st, with uploads through a keys
+// Service over st (the default key policy, open uploads) that tells the
+// Handler of its writes, as kith serve wires them.
+func newTestServerOn(t *testing.T, st keys.Store, opts Options) *testServer {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
-	h := NewHandler(st, opts)
+	ks := keys.NewService(st, keys.Options{Policy: pgp.DefaultPolicy(), Logger: opts.Logger})
+	h := NewHandler(st, ks, opts)
+	ks.Subscribe(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -71,7 +77,7 @@ func newTestServerOn(t *testing.T, st Store, opts Options) *testServer {
 		<-done
 	})
 	testkit.Eventually(t, 10*time.Second, "the handler listening to key changes", h.Listening)
-	return &testServer{t: t, store: st, h: h, url: srv.URL}
+	return &testServer{t: t, store: st, keys: ks, h: h, url: srv.URL}
 }
 
 // response is a finished HTTP exchange.
@@ -208,7 +214,7 @@ func newPacket(tag pgp.Tag, body []byte) []byte {
 }
 
 // benchStore is a fresh store for a benchmark.
-func benchStore(b *testing.B) Store { return pgtest.NewStore(b) }
+func benchStore(b *testing.B) keys.Store { return pgtest.NewStore(b) }
 
 // mustApply parses bin and applies the default policy.
 func mustApply(t testing.TB, bin []byte) *pgp.Key {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -80,14 +81,18 @@ func TestReadYourWritesThroughAdd(t *testing.T) {
 	})
 }
 
-// TestReadYourWritesThroughStore writes through the store, as the web
-// upload and recon do, and looks up through the HKP handler of the same
-// store at once.
-func TestReadYourWritesThroughStore(t *testing.T) {
+// TestReadYourWritesThroughKeysService writes through the keys Service
+// but not through HKP, as the web upload and recon do, and looks up
+// through the HKP handler the Service tells at once.
+func TestReadYourWritesThroughKeysService(t *testing.T) {
 	ts := newTestServerOn(t, deafStore{pgtest.NewStore(t)}, Options{})
 	readYourWrites(t, ts, func(bin []byte) {
 		t.Helper()
-		if _, err := ts.store.AddKey(context.Background(), mustApply(t, bin)); err != nil {
+		k, err := pgp.ParseKey(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.keys.Upload(context.Background(), k, keys.UploadOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -19,22 +19,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
-	"github.com/kith-keyserver/kith/pgp"
 )
-
-// KeyStore is what the pages need of the OpenPGP key store
-// (identity/postgres.Store is one).
-type KeyStore interface {
-	// AddKey merges a key that passed the policy into the store.
-	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
-	// FindKeys returns at most q.Limit keys that q selects, and whether
-	// more matched.
-	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
-	// KeyStats summarises the store.
-	KeyStats(ctx context.Context) (keys.Stats, error)
-	// IssuerKeys looks up stored keys by key ID for pgp.Policy.Issuers.
-	IssuerKeys(ctx context.Context) pgp.IssuerKeys
-}
 
 // Identities is what the pages need of the identity operations: the one
 // authority for identity writes (*identity.Service is it).
@@ -88,8 +73,11 @@ type Providers interface {
 
 // Deps are the parts the pages are built on.
 type Deps struct {
-	// Keys stores and finds OpenPGP keys.
-	Keys KeyStore
+	// Keys finds OpenPGP keys (identity/postgres.Store is one).
+	Keys keys.Reader
+	// Uploads is the upload path of OpenPGP keys (an identity/keys
+	// Service).
+	Uploads keys.Uploader
 	// Identities runs the identity operations (challenges, links,
 	// lookups).
 	Identities Identities
@@ -134,8 +122,6 @@ type Options struct {
 	// prefix) even when the request did not come over TLS: set it behind
 	// a TLS-terminating proxy. Requests over TLS always get Secure cookies.
 	SecureCookies bool
-	// Policy is applied to uploaded keys (the zero Policy is the default).
-	Policy pgp.Policy
 	// MaxResults caps search results (DefaultMaxResults when zero).
 	MaxResults int
 	// MaxUploadSize caps an upload form in bytes (DefaultMaxUploadSize
@@ -146,10 +132,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// MayUpload, if set, is the server's upload policy
-	// (keys.MayUpload), asked about every uploaded key before
-	// the store; an *identity.Error it returns is shown as the reason.
-	MayUpload func(ctx context.Context, u keys.Upload) error
 }
 
 // Handler serves the web pages. Make one with NewHandler.
@@ -164,7 +146,7 @@ type Handler struct {
 // NewHandler returns the web frontend. It fails when a required
 // dependency or the CSRF key is missing.
 func NewHandler(deps Deps, opts Options) (*Handler, error) {
-	if deps.Keys == nil || deps.Identities == nil || deps.Sessions == nil {
+	if deps.Keys == nil || deps.Uploads == nil || deps.Identities == nil || deps.Sessions == nil {
 		return nil, errors.New("web: new handler: Keys, Identities and Sessions are required")
 	}
 	if len(opts.CSRFKey) < oidc.MinCSRFKeySize {

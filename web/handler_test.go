@@ -15,7 +15,7 @@ import (
 )
 
 // panickyKeys is a key store whose searches panic.
-type panickyKeys struct{ web.KeyStore }
+type panickyKeys struct{ keys.Reader }
 
 func (panickyKeys) FindKeys(context.Context, keys.Query) ([]keys.Stored, bool, error) {
 	panic("the key store exploded")
@@ -26,7 +26,7 @@ func (panickyKeys) FindKeys(context.Context, keys.Query) ([]keys.Stored, bool, e
 func TestPanicBecomesAnErrorPage(t *testing.T) {
 	st := pgtest.NewStore(t)
 	svc, _ := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
-	h, err := web.NewHandler(web.Deps{Keys: panickyKeys{st}, Identities: svc, Sessions: st},
+	h, err := web.NewHandler(web.Deps{Keys: panickyKeys{st}, Uploads: keys.NewService(st, keys.Options{}), Identities: svc, Sessions: st},
 		web.Options{CSRFKey: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestPanicBecomesAnErrorPage(t *testing.T) {
 func TestNewHandlerRefusesShortCSRFKey(t *testing.T) {
 	st := pgtest.NewStore(t)
 	svc, _ := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
-	if _, err := web.NewHandler(web.Deps{Keys: st, Identities: svc, Sessions: st}, web.Options{CSRFKey: make([]byte, 16)}); err == nil {
+	if _, err := web.NewHandler(web.Deps{Keys: st, Uploads: keys.NewService(st, keys.Options{}), Identities: svc, Sessions: st}, web.Options{CSRFKey: make([]byte, 16)}); err == nil {
 		t.Fatal("a 16-byte CSRF key was accepted")
 	}
 }

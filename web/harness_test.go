@@ -26,12 +26,14 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
+	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web"
 )
 
@@ -81,17 +83,19 @@ func (l *lockedBuffer) String() string {
 // tokens have expired when issued).
 func newSite(t *testing.T, opts web.Options) *site {
 	t.Helper()
-	return newSiteWith(t, opts, true)
+	return newSiteWith(t, opts, true, keys.UploadsOpen)
 }
 
 // newKeySite is newSite with no OpenID provider configured in the pages
 // (the provider still runs, unknown to them): people log in by key.
 func newKeySite(t *testing.T) *site {
 	t.Helper()
-	return newSiteWith(t, web.Options{}, false)
+	return newSiteWith(t, web.Options{}, false, keys.UploadsOpen)
 }
 
-func newSiteWith(t *testing.T, opts web.Options, withProviders bool) *site {
+// newSiteWith is newSite with or without the OpenID providers in the
+// pages, and with the upload policy uploads.
+func newSiteWith(t *testing.T, opts web.Options, withProviders bool, uploads keys.UploadPolicy) *site {
 	t.Helper()
 	s := &site{t: t, store: pgtest.NewStore(t), logs: &lockedBuffer{}}
 	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -139,7 +143,8 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool) *site {
 		opts.CSRFKey = s.key
 	}
 	opts.Logger = log
-	deps := web.Deps{Keys: s.store, Identities: s.svc, Sessions: s.store, VerifiedEmails: s.store}
+	ks := keys.NewService(s.store, keys.Options{Policy: pgp.DefaultPolicy(), Uploads: uploads, Identities: s.svc, Logger: log})
+	deps := web.Deps{Keys: s.store, Uploads: ks, Identities: s.svc, Sessions: s.store, VerifiedEmails: s.store}
 	if withProviders {
 		deps.Providers = providers
 	}

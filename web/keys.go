@@ -431,41 +431,33 @@ func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadR
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	policy := h.opts.Policy
-	policy.Issuers = h.deps.Keys.IssuerKeys(ctx)
-	applied, rep, err := policy.Apply(k)
-	if err != nil {
-		res.Result, res.Reason = "rejected", pgp.RejectionReason(err)
-		return res
-	}
-	res.Fingerprint = strings.ToUpper(hex.EncodeToString(applied.Fingerprint()))
-	if rep.Total() > 0 {
-		res.Dropped = rep.String()
-	}
-	if h.opts.MayUpload != nil {
-		if err := h.opts.MayUpload(ctx, keys.Upload{Fingerprint: applied.Fingerprint(), LoggedIn: loggedIn}); err != nil {
-			var ie *identity.Error
-			if errors.As(err, &ie) {
-				res.Result, res.Reason = "rejected", ie.Msg
-				return res
-			}
-			h.log.ErrorContext(ctx, "web: upload: upload policy", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
-			res.Result, res.Reason = "error", "the identity store failed; try again later"
-			return res
+	up, err := h.deps.Uploads.Upload(ctx, k, keys.UploadOptions{LoggedIn: loggedIn})
+	if up.Key != nil {
+		res.Fingerprint = strings.ToUpper(hex.EncodeToString(up.Key.Fingerprint()))
+		if up.Report.Total() > 0 {
+			res.Dropped = up.Report.String()
 		}
 	}
-	change, err := h.deps.Keys.AddKey(ctx, applied)
-	if err != nil {
+	var rej *keys.Rejection
+	switch {
+	case errors.As(err, &rej):
+		res.Result, res.Reason = "rejected", rej.Reason
+		return res
+	case errors.Is(err, keys.ErrUploadPolicyFailed):
+		h.log.ErrorContext(ctx, "web: upload: upload policy", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
+		res.Result, res.Reason = "error", "the identity store failed; try again later"
+		return res
+	case err != nil:
 		h.log.ErrorContext(ctx, "web: upload: store", slog.String("fingerprint", res.Fingerprint), slog.Any("error", err))
 		res.Result, res.Reason = "error", "the key store failed; try again later"
 		return res
 	}
-	res.Result = change.String()
-	switch change {
+	res.Result = up.Change.String()
+	switch up.Change {
 	case keys.Blocked:
-		res.Result, res.Reason = "rejected", change.Reason()
+		res.Result, res.Reason = "rejected", up.Change.Reason()
 	case keys.Reduced:
-		res.Reason = change.Reason()
+		res.Reason = up.Change.Reason()
 	}
 	return res
 }

@@ -17,10 +17,7 @@ import (
 // takes the same key from a logged-in person; a blocked key is refused
 // as blocked.
 func TestUploadPageFollowsTheUploadPolicy(t *testing.T) {
-	var s *site
-	s = newSite(t, web.Options{MayUpload: func(ctx context.Context, u keys.Upload) error {
-		return keys.MayUpload(ctx, s.svc, keys.UploadsIdentities, u)
-	}})
+	s := newSiteWith(t, web.Options{}, true, keys.UploadsIdentities)
 	g := newGnuPG(t)
 	fpr := g.newKey("Dana Scully <dana@example.org>")
 	armored := g.run("", "--armor", "--export", fpr)

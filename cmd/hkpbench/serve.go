@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -19,8 +20,11 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/embedded"
+	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -82,7 +86,14 @@ func serveCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer st.Close()
-	if err := fill(ctx, st, *nKeys, *seed, stdout); err != nil {
+	// Uploads during a run take the server's upload path: the key policy,
+	// merge and store, the links of changed keys, the HKP cache.
+	ids, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "hkpbench", Blocklist: st})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ks := keys.NewService(st, keys.Options{Policy: pgp.DefaultPolicy(), Identities: ids, Logger: log})
+	if err := fill(ctx, st, ks, *nKeys, *seed, stdout); err != nil {
 		return err
 	}
 	if err := writeURLLists(ctx, st, *listen, *urlsDir, stdout); err != nil {
@@ -93,7 +104,8 @@ func serveCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if cache == 0 {
 		cache = -1
 	}
-	h := hkp.NewHandler(st, hkp.Options{Logger: log, CacheSize: cache, Version: "hkpbench"})
+	h := hkp.NewHandler(st, ks, hkp.Options{Logger: log, CacheSize: cache, Version: "hkpbench"})
+	ks.Subscribe(h)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -113,8 +125,9 @@ func serveCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// fill generates and stores typical keys until the store holds n.
-func fill(ctx context.Context, st *postgres.Store, n int, seed int64, stdout io.Writer) error {
+// fill generates typical keys and stores them through ks until the store
+// holds n.
+func fill(ctx context.Context, st *postgres.Store, ks *keys.Service, n int, seed int64, stdout io.Writer) error {
 	stats, err := st.KeyStats(ctx)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -125,7 +138,6 @@ func fill(ctx context.Context, st *postgres.Store, n int, seed int64, stdout io.
 		return nil
 	}
 	gen := keygen.New(seed)
-	policy := pgp.DefaultPolicy()
 	start := time.Now()
 	fmt.Fprintf(stdout, "store holds %d keys; generating %d more\n", have, n-have)
 	for from := have; from < n; from += loadBatch {
@@ -136,24 +148,23 @@ func fill(ctx context.Context, st *postgres.Store, n int, seed int64, stdout io.
 		if err != nil {
 			return fmt.Errorf("serve: generate: %w", err)
 		}
-		keys := make([]*pgp.Key, 0, len(bins))
-		for _, b := range bins {
-			k, err := pgp.ParseKey(b)
-			if err != nil {
-				return fmt.Errorf("serve: generated key: %w", err)
+		batch := make([]*pgp.Key, 0, len(bins))
+		err = ks.Process(ctx, pgp.NewReader(bytes.NewReader(bytes.Join(bins, nil))), 0, func(r pgp.Result) error {
+			if r.Err != nil {
+				return fmt.Errorf("serve: generated key: %w", r.Err)
 			}
-			applied, _, err := policy.Apply(k)
-			if err != nil {
-				return fmt.Errorf("serve: generated key: %w", err)
-			}
-			keys = append(keys, applied)
+			batch = append(batch, r.Key)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if _, err := st.AddKeys(ctx, keys); err != nil {
+		if _, err := ks.AddKeys(ctx, batch); err != nil {
 			return fmt.Errorf("serve: store: %w", err)
 		}
-		if done := from + len(keys) - have; done%(20*loadBatch) == 0 || from+len(keys) >= n {
+		if done := from + len(batch) - have; done%(20*loadBatch) == 0 || from+len(batch) >= n {
 			el := time.Since(start)
-			fmt.Fprintf(stdout, "  %d keys stored (%.0f keys/s)\n", from+len(keys), float64(done)/el.Seconds())
+			fmt.Fprintf(stdout, "  %d keys stored (%.0f keys/s)\n", from+len(batch), float64(done)/el.Seconds())
 		}
 	}
 	return nil

@@ -109,12 +109,13 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 	// A removed or reduced key drops the identity links it carried, as
-	// any key change does: through the store's key-change hook; and the
-	// Service erases what the log's records about it hold of a person.
-	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log)
+	// any key change does (the keys Service), and the identity Service
+	// erases what the log's records about it hold of a person.
+	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy())
 	if err != nil {
 		return fmt.Errorf("block: %w", err)
 	}
+	ks := keys.NewService(st.Store, keys.Options{Policy: pgp.DefaultPolicy(), Identities: svc, Logger: log})
 
 	switch verb {
 	case "add":
@@ -124,7 +125,7 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 				return err
 			}
 		}
-		out, err := st.AddBlock(ctx, identity.Block{Fingerprint: fp, PacketHash: hash, KeepRevocations: *keep,
+		out, err := ks.Block(ctx, identity.Block{Fingerprint: fp, PacketHash: hash, KeepRevocations: *keep,
 			Origin: identity.BlockByOperator, Reason: *reason, Actor: actor})
 		if errors.Is(err, identity.ErrAlreadyBlocked) {
 			return fmt.Errorf("block: %X is already blocked (kith block list)", fp)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
@@ -61,7 +62,9 @@ func httpStatus(t *testing.T, u string) int {
 func reconNodeOn(t *testing.T, ctx context.Context, dbURL string) *reconNode {
 	t.Helper()
 	n := &reconNode{store: openTestStore(t, dbURL)}
-	h := hkp.NewHandler(n.store, hkp.Options{Logger: slog.New(slog.DiscardHandler)})
+	n.keys = keys.NewService(n.store, keys.Options{Policy: pgp.DefaultPolicy(), Logger: slog.New(slog.DiscardHandler)})
+	h := hkp.NewHandler(n.store, n.keys, hkp.Options{Logger: slog.New(slog.DiscardHandler)})
+	n.keys.Subscribe(h)
 	go h.Run(ctx)
 	n.http = httptest.NewServer(h)
 	t.Cleanup(n.http.Close)

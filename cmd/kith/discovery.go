@@ -11,14 +11,14 @@ import (
 	"github.com/kith-keyserver/kith/hkp/vks"
 	"github.com/kith-keyserver/kith/hkp/wkd"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
-	"github.com/kith-keyserver/kith/pgp"
 )
 
 // mountDiscovery adds the VKS routes (and the mailed links' page) to mux,
 // and the Web Key Directory of the configured domains.
-func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service, mayUpload func(context.Context, []byte) error,
-	policy pgp.Policy, log *slog.Logger) error {
+func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service, ks *keys.Service,
+	log *slog.Logger) error {
 	mailer, err := cfg.mailer(log.With("component", "mail"))
 	if err != nil {
 		return err
@@ -27,8 +27,8 @@ func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *pos
 	if err != nil {
 		return err
 	}
-	h, err := vks.NewHandler(st, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
-		TokenKey: key, Policy: policy, MayUpload: mayUpload, Mailer: mailer, Logger: log.With("component", "vks")})
+	h, err := vks.NewHandler(st, ks, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
+		TokenKey: key, Mailer: mailer, Logger: log.With("component", "vks")})
 	if err != nil {
 		return err
 	}

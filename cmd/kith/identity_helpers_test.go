@@ -82,7 +82,7 @@ func newAPIServer(t testing.TB) *apiServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t), slog.New(slog.DiscardHandler))
+	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t))
 	if err != nil {
 		t.Fatal(err)
 	}

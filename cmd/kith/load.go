@@ -59,13 +59,14 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 	// Loaded keys that identities name refresh their links as they land.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
+	ks, err := newToolKeyService(st.Store, cfg, pgp.DefaultPolicy(), log)
+	if err != nil {
 		return err
 	}
 
 	p := newLoadProgress(env.stderr, len(files), total)
 	stopProgress := p.run(ctx, log)
-	l := &loader{store: st, policy: pgp.DefaultPolicy(), workers: *workers, progress: p, summary: newLoadSummary()}
+	l := &loader{keys: ks, workers: *workers, progress: p, summary: newLoadSummary()}
 	err = l.loadFiles(ctx, files)
 	stopProgress()
 	l.summary.write(env.stdout, time.Since(p.start))
@@ -75,16 +76,17 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// keyBatchStore is what loading needs of the store.
-type keyBatchStore interface {
-	AddKeys(ctx context.Context, keys []*pgp.Key) ([]keys.Change, error)
+// keyBatchWriter is what loading needs of the keys Service: the key
+// policy on all cores, and batches written.
+type keyBatchWriter interface {
+	Process(ctx context.Context, r *pgp.Reader, workers int, fn func(pgp.Result) error) error
+	AddKeys(ctx context.Context, batch []*pgp.Key) ([]keys.Change, error)
 }
 
 // loader reads key files, runs the policy on all cores and writes batches
 // to the store while the next batch is being parsed.
 type loader struct {
-	store    keyBatchStore
-	policy   pgp.Policy
+	keys     keyBatchWriter
 	workers  int
 	progress *loadProgress
 	summary  *loadSummary
@@ -102,7 +104,7 @@ func (l *loader) loadFiles(ctx context.Context, files []string) error {
 				continue // drain
 			}
 			var changes []keys.Change
-			changes, err = l.store.AddKeys(ctx, b)
+			changes, err = l.keys.AddKeys(ctx, b)
 			if err != nil {
 				cancel()
 				continue
@@ -143,7 +145,7 @@ func (l *loader) loadFile(ctx context.Context, name string, batch *[]*pgp.Key, b
 	}
 	defer f.Close()
 	r := pgp.NewReader(&countingReader{r: f, n: &l.progress.bytes})
-	return l.policy.ProcessParallel(ctx, r, l.workers, func(res pgp.Result) error {
+	return l.keys.Process(ctx, r, l.workers, func(res pgp.Result) error {
 		l.summary.addDropped(res.Report)
 		if res.Err != nil {
 			l.summary.addRejected(res.Err)

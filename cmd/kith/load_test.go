@@ -118,7 +118,7 @@ func TestLoadDebianKeyringsServesEveryFingerprintGPGLists(t *testing.T) {
 		t.Fatalf("gpg listed only %d keys", len(fprs))
 	}
 	// ... and retrievable over HKP, as gpg --recv-keys asks for it.
-	srv := httptest.NewServer(hkp.NewHandler(s, hkp.Options{CacheSize: -1, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(hkp.NewHandler(s, nil, hkp.Options{CacheSize: -1, Logger: slog.New(slog.DiscardHandler)}))
 	defer srv.Close()
 	for _, fpr := range fprs {
 		resp, err := http.Get(srv.URL + "/pks/lookup?op=get&options=mr&search=0x" + fpr)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -146,7 +145,7 @@ func TestLogKeepsNoPersonalDataThroughTheBinary(t *testing.T) {
 	// Carol's artifacts prove her other address and no longer name the
 	// blocked one.
 	st := openTestStore(t, lp.dbURL)
-	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t), slog.New(slog.DiscardHandler))
+	svc, err := newIdentityService(st, "Kith test", testHostPolicy(t))
 	if err != nil {
 		t.Fatal(err)
 	}

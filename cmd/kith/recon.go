@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
@@ -18,22 +18,19 @@ import (
 )
 
 // reconStore is what recon needs of the store: the digests to build the
-// tree from, the changes that keep it current, the upload path for
-// fetched keys, and the peers' digests refused before.
+// tree from, the changes that keep it current, and the peers' digests
+// refused before.
 type reconStore interface {
-	Digests(ctx context.Context, fn func([16]byte) error) error
-	WatchKeyChanges(ctx context.Context, ready chan<- struct{}, fn func(keys.DigestChange)) error
-	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
-	IssuerKeys(ctx context.Context) pgp.IssuerKeys
-	RefuseDigest(ctx context.Context, d [16]byte, fp []byte, reason string) error
-	RefusedDigests(ctx context.Context, ds [][16]byte) (map[[16]byte]bool, error)
+	keys.Lister
+	keys.Listener
+	keys.Refusals
 }
 
 // startRecon builds the recon tree from the store, keeps it current from
 // the store's change notifications (so every node sharing the database
 // agrees), and runs the peer manager on ln until ctx ends. Fetched keys
-// pass mayUpload (the upload policy; nil accepts all) before the store.
-func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error,
+// go through the upload path uploads.
+func startRecon(ctx context.Context, cfg Config, st reconStore, uploads keys.Uploader,
 	ln net.Listener, httpAddr string, log *slog.Logger, reg prometheus.Registerer) (*recon.Manager, error) {
 	log = log.With("component", "recon")
 	tree, err := followStore(ctx, st, log)
@@ -46,7 +43,7 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 	for i, p := range cfg.Recon.Peers {
 		peers[i] = recon.Peer{Address: p.Address, HTTP: p.HTTP, Filters: p.Filters, Disabled: p.Enabled != nil && !*p.Enabled}
 	}
-	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, policy, mayUpload, log), log)
+	fetcher := recon.NewHashQueryFetcher(fetchedKeyStorer(st, uploads, log), log)
 	fetcher.KeyDigest = func(b []byte) ([16]byte, error) {
 		k, err := pgp.ParseKey(b)
 		if err != nil {
@@ -68,22 +65,20 @@ func startRecon(ctx context.Context, cfg Config, st reconStore, policy pgp.Polic
 	return m, nil
 }
 
-// fetchedKeyStorer sends each key a peer served through the upload path:
-// the policy, the upload policy, then merge and store. A key refused, or
+// fetchedKeyStorer sends each key a peer served through the upload path
+// (the key policy, the upload policy, then merge and store). A key refused, or
 // stored otherwise than the peer holds it (the policy changed it, it is a
 // tombstone, it is blocked or carries blocked packets), is reported as
 // rejected, so that the fetcher does not ask for that digest again every
 // round; the refusals that no later event can undo but an unblock are
 // remembered in the store, for every node and past restarts (RefuseDigest).
 // Refusals by the upload policy are not: the key may be proven later.
-func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.Context, []byte) error, log *slog.Logger) func(ctx context.Context, b []byte) error {
+func fetchedKeyStorer(st keys.Refusals, uploads keys.Uploader, log *slog.Logger) func(ctx context.Context, b []byte) error {
 	return func(ctx context.Context, b []byte) error {
 		raw, err := pgp.ParseKey(b)
 		if err != nil {
 			return fmt.Errorf("%w: %v", recon.ErrRejected, err)
 		}
-		policy := policy
-		policy.Issuers = st.IssuerKeys(ctx)
 		refuse := func(reason string) error {
 			log.Info("recon: refused a fetched key", "fingerprint", fmt.Sprintf("%X", raw.Fingerprint()), "reason", reason)
 			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), reason); err != nil {
@@ -91,22 +86,18 @@ func fetchedKeyStorer(st reconStore, policy pgp.Policy, mayUpload func(context.C
 			}
 			return fmt.Errorf("%w: %s", recon.ErrRejected, reason)
 		}
-		k, _, err := policy.Apply(raw)
-		if err != nil {
-			return refuse(pgp.RejectionReason(err))
-		}
-		if mayUpload != nil {
-			if err := mayUpload(ctx, k.Fingerprint()); err != nil {
-				if identity.CodeOf(err) == "" {
-					return err
-				}
-				return fmt.Errorf("%w: %v", recon.ErrRejected, err)
-			}
-		}
-		change, err := st.AddKey(ctx, k)
-		if err != nil {
+		res, err := uploads.Upload(ctx, raw, keys.UploadOptions{})
+		var rej *keys.Rejection
+		switch {
+		case errors.As(err, &rej) && rej.ByUploadPolicy:
+			// Not remembered: the key may be proven later.
+			return fmt.Errorf("%w: %v", recon.ErrRejected, rej.Err)
+		case errors.As(err, &rej):
+			return refuse(rej.Reason)
+		case err != nil:
 			return err
 		}
+		k, change := res.Key, res.Change
 		switch {
 		case change == keys.Blocked || change == keys.Reduced:
 			return refuse(change.Reason())

@@ -30,17 +30,22 @@ type reconNode struct {
 	http    *httptest.Server
 	reconLn net.Listener
 	manager *recon.Manager
+	// keys is the node's upload path, which recon stores fetched keys
+	// through.
+	keys *keys.Service
 }
 
-func newReconNode(t testing.TB, ctx context.Context, keys []*pgp.Key) *reconNode {
+func newReconNode(t testing.TB, ctx context.Context, stored []*pgp.Key) *reconNode {
 	t.Helper()
 	n := &reconNode{store: openTestStore(t, pgtest.NewDatabase(t))}
-	for start := 0; start < len(keys); start += loadBatch {
-		if _, err := n.store.AddKeys(ctx, keys[start:min(start+loadBatch, len(keys))]); err != nil {
+	for start := 0; start < len(stored); start += loadBatch {
+		if _, err := n.store.AddKeys(ctx, stored[start:min(start+loadBatch, len(stored))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := hkp.NewHandler(n.store, hkp.Options{Logger: slog.New(slog.DiscardHandler)})
+	n.keys = keys.NewService(n.store, keys.Options{Policy: pgp.DefaultPolicy(), Logger: slog.New(slog.DiscardHandler)})
+	h := hkp.NewHandler(n.store, n.keys, hkp.Options{Logger: slog.New(slog.DiscardHandler)})
+	n.keys.Subscribe(h)
 	go h.Run(ctx)
 	n.http = httptest.NewServer(h)
 	t.Cleanup(n.http.Close)
@@ -59,7 +64,7 @@ func (n *reconNode) start(t testing.TB, ctx context.Context, reconAddr, httpURL 
 	cfg := defaultConfig()
 	cfg.Recon.Interval = Duration(time.Hour) // rounds are started by the test
 	cfg.Recon.Peers = []ReconPeer{{Address: reconAddr, HTTP: httpURL}}
-	m, err := startRecon(ctx, cfg, n.store, pgp.DefaultPolicy(), nil, n.reconLn, n.http.Listener.Addr().String(),
+	m, err := startRecon(ctx, cfg, n.store, n.keys, n.reconLn, n.http.Listener.Addr().String(),
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -36,12 +36,12 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 
-	// A changed key refreshes the identity links it implies, as in serve:
-	// through the store's key-change hook.
-	if _, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy(), log); err != nil {
+	// A changed key refreshes the identity links it implies, as in serve.
+	ks, err := newToolKeyService(st.Store, cfg, policy, log)
+	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	r := &repairer{store: st.Store, policy: policy, log: log, dryRun: *dryRun,
+	r := &repairer{store: st.Store, svc: ks, log: log, dryRun: *dryRun,
 		rejected: map[string][]string{}}
 	start := time.Now()
 	if err := r.run(ctx); err != nil {
@@ -51,17 +51,17 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// repairStore is what repair needs of the store: every stored key, and the
-// normal write path.
-type repairStore interface {
-	DumpKeys(ctx context.Context, fn func(packets []byte) error) error
-	AddKeys(ctx context.Context, keys []*pgp.Key) ([]keys.Change, error)
+// repairKeys is what repair needs of the keys Service: the key policy
+// run again, and the normal write path.
+type repairKeys interface {
+	Recheck(stored *pgp.Key) (*pgp.Key, pgp.Report, error)
+	AddKeys(ctx context.Context, batch []*pgp.Key) ([]keys.Change, error)
 }
 
 // repairer re-applies the policy to stored keys and counts the outcome.
 type repairer struct {
-	store  repairStore
-	policy pgp.Policy
+	store  keys.Lister
+	svc    repairKeys
 	log    *slog.Logger
 	dryRun bool
 
@@ -85,7 +85,7 @@ func (r *repairer) run(ctx context.Context) error {
 			r.log.Warn("repair: stored key does not parse", "err", err)
 			return nil
 		}
-		out, rep, err := r.policy.Apply(raw)
+		out, rep, err := r.svc.Recheck(raw)
 		if err != nil {
 			reason := pgp.RejectionReason(err)
 			r.rejected[reason] = append(r.rejected[reason], fmt.Sprintf("%X", raw.Fingerprint()))
@@ -119,7 +119,7 @@ func (r *repairer) flush(ctx context.Context) error {
 	if len(r.batch) == 0 {
 		return nil
 	}
-	if _, err := r.store.AddKeys(ctx, r.batch); err != nil {
+	if _, err := r.svc.AddKeys(ctx, r.batch); err != nil {
 		return err
 	}
 	r.batch = r.batch[:0]

@@ -89,12 +89,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), log, ca, certPolicy)
+	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), ca, certPolicy)
 	if err != nil {
 		return err
 	}
-	// Catch up on key changes no hook saw (a crash between a key write
-	// and its sync): every linked key, once, beside serving.
+	// Catch up on key changes whose link refresh never ran (a crash
+	// between a key write and its sync): every linked key, once, beside
+	// serving.
 	go func() {
 		if n, err := svc.SyncLinkedKeys(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -109,27 +110,27 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	uploads := keys.UploadPolicy(cfg.HKP.Uploads)
-	mayUpload := func(ctx context.Context, fp []byte) error {
-		return keys.MayUpload(ctx, svc, uploads, keys.Upload{Fingerprint: fp})
-	}
+	// The one upload path of OpenPGP keys, for every frontend and recon.
+	ks := keys.NewService(st.Store, keys.Options{Policy: policy, Uploads: keys.UploadPolicy(cfg.HKP.Uploads),
+		Identities: svc, Logger: log.With("component", "keys")})
 	var peers *recon.Manager
 	if reconLn != nil {
-		if peers, err = startRecon(ctx, cfg, st.Store, policy, mayUpload, reconLn, ln.Addr().String(), log, reg); err != nil {
+		if peers, err = startRecon(ctx, cfg, st.Store, ks, reconLn, ln.Addr().String(), log, reg); err != nil {
 			return err
 		}
 	}
-	keys := hkp.NewHandler(st.Store, hkp.Options{
-		Policy:         policy,
+	hkpHandler := hkp.NewHandler(st.Store, ks, hkp.Options{
 		Version:        version,
 		Logger:         log.With("component", "hkp"),
 		Registerer:     reg,
 		ExtraStats:     reconStats(peers),
 		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
-		MayUpload:      mayUpload,
 		MaxAnswerSize:  cfg.HKP.MaxAnswerBytes,
 	})
-	go keys.Run(ctx)
+	// A write on this node drops the HKP answers it outdates before it
+	// returns (other nodes' writes come through the notifications, Run).
+	ks.Subscribe(hkpHandler)
+	go hkpHandler.Run(ctx)
 
 	tl, logHandler, err := newTransparencyLog(ctx, cfg, st.Store, svc, log.With("component", "tlog"))
 	if err != nil {
@@ -138,13 +139,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	go tl.Run(ctx)
 
 	mux := http.NewServeMux()
-	keys.Register(mux)
+	hkpHandler.Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
-	if err := mountPages(ctx, mux, cfg, st.Store, svc, policy, log); err != nil {
+	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
 		return err
 	}
-	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, mayUpload, policy, log); err != nil {
+	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
 		return err
 	}
 	gate.open(newServerHandler(mux, st, reg, log))
@@ -171,23 +172,31 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// newIdentityService builds the node's one identity service over st and
-// hooks it to the store's key changes, so that every key write (HKP, the
-// pages, recon, `kith load`, `kith repair`) refreshes the links the key
-// carries before it returns.
-func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy, log *slog.Logger) (*identity.Service, error) {
-	return newIdentityServiceWithCA(st, server, hosts, log, nil, identity.CertificatePolicy{})
+// newIdentityService builds the node's one identity service over st.
+func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy) (*identity.Service, error) {
+	return newIdentityServiceWithCA(st, server, hosts, nil, identity.CertificatePolicy{})
+}
+
+// newToolKeyService builds the write path of OpenPGP keys over st for a
+// command the operator runs (load, repair, block): its writes refresh the
+// links the changed keys carry through the identity service, as serve's
+// do; no cache of this process needs telling.
+func newToolKeyService(st *postgres.Store, cfg Config, policy pgp.Policy, log *slog.Logger) (*keys.Service, error) {
+	ids, err := newIdentityService(st, cfg.serverName(), cfg.hostPolicy())
+	if err != nil {
+		return nil, err
+	}
+	return keys.NewService(st, keys.Options{Policy: policy, Identities: ids, Logger: log}), nil
 }
 
 // newIdentityServiceWithCA is newIdentityService whose Service issues SSH
 // certificates with ca (nil: none) under policy.
-func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, log *slog.Logger, ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
+func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
 	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st, Hosts: hosts,
 		CA: ca, Certificates: policy})
 	if err != nil {
 		return nil, err
 	}
-	verify.SyncLinksOnKeyChange(st, svc, log)
 	return svc, nil
 }
 

@@ -150,7 +150,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			peer := newReconNode(t, ctx, []*pgp.Key{updated, strangerKey})
 			local := newReconNode(t, ctx, []*pgp.Key{old})
-			svc, err := newIdentityService(local.store, "Kith test", identity.HostPolicy{}, slog.New(slog.DiscardHandler))
+			svc, err := newIdentityService(local.store, "Kith test", identity.HostPolicy{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,10 +166,9 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 			cfg := defaultConfig()
 			cfg.Recon.Interval = Duration(time.Hour)
 			cfg.Recon.Peers = []ReconPeer{{Address: peer.reconLn.Addr().String(), HTTP: peer.http.URL}}
-			may := func(ctx context.Context, fp []byte) error {
-				return keys.MayUpload(ctx, svc, policy, keys.Upload{Fingerprint: fp})
-			}
-			m, err := startRecon(ctx, cfg, local.store, pgp.DefaultPolicy(), may, local.reconLn,
+			ks := keys.NewService(local.store, keys.Options{Policy: pgp.DefaultPolicy(), Uploads: policy, Identities: svc,
+				Logger: slog.New(slog.DiscardHandler)})
+			m, err := startRecon(ctx, cfg, local.store, ks, local.reconLn,
 				local.http.Listener.Addr().String(), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)

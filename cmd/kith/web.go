@@ -13,13 +13,12 @@ import (
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/oidc"
-	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web"
 )
 
 // mountPages adds the web pages and the OpenID Connect login to mux.
 func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *identity.Service,
-	policy pgp.Policy, log *slog.Logger) error {
+	ks *keys.Service, log *slog.Logger) error {
 	key, err := cookieKey(ctx, cfg, st)
 	if err != nil {
 		return fmt.Errorf("setting web.cookie_key_file: %w", err)
@@ -28,7 +27,7 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 	if err != nil {
 		return fmt.Errorf("setting oidc.provider: %w", err)
 	}
-	deps := web.Deps{Keys: st, Identities: ids, Sessions: st, VerifiedEmails: st}
+	deps := web.Deps{Keys: st, Uploads: ks, Identities: ids, Sessions: st, VerifiedEmails: st}
 	if len(cfg.OIDC.Providers) > 0 {
 		deps.Providers = providers
 	}
@@ -37,11 +36,7 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		SessionLifetime: time.Duration(cfg.Web.SessionLifetime),
 		SessionIdle:     time.Duration(cfg.Web.SessionIdle),
 		SecureCookies:   cfg.Web.SecureCookies || strings.HasPrefix(cfg.publicURL(), "https://"),
-		Policy:          policy,
 		Logger:          log.With("component", "web"),
-		MayUpload: func(ctx context.Context, u keys.Upload) error {
-			return keys.MayUpload(ctx, ids, keys.UploadPolicy(cfg.HKP.Uploads), u)
-		},
 	})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)

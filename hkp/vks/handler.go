@@ -14,17 +14,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
-	"github.com/kith-keyserver/kith/pgp"
 )
-
-// Keys is what the handler needs of the key store.
-type Keys interface {
-	// AddKey stores a key that passed Policy.Apply, merged with the
-	// stored one.
-	AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error)
-	// FindKeys returns the keys q selects.
-	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
-}
 
 // Emails is what the handler needs of the identity service: mailed links
 // and following them.
@@ -61,12 +51,6 @@ type Options struct {
 	// TokenKey (32 bytes, shared by every node) authenticates upload
 	// tokens.
 	TokenKey []byte
-	// Policy is applied to uploads (zero: pgp.DefaultPolicy).
-	Policy pgp.Policy
-	// MayUpload, if set, is the server's upload policy
-	// (keys.MayUpload), asked before a key is stored; an
-	// *identity.Error it returns is the reason the upload is refused.
-	MayUpload func(ctx context.Context, fp []byte) error
 	// Mailer sends the verification mails.
 	Mailer mail.Sender
 	// RequestsPerMinute caps mail requests per client IP (zero: the
@@ -80,7 +64,8 @@ type Options struct {
 
 // Handler serves the VKS API. It is safe for concurrent use.
 type Handler struct {
-	keys     Keys
+	keys     keys.Finder
+	uploads  keys.Uploader
 	verified identity.VerifiedEmailReader
 	emails   Emails
 	opts     Options
@@ -88,8 +73,9 @@ type Handler struct {
 	limit    *limiter
 }
 
-// NewHandler returns a Handler.
-func NewHandler(keys Keys, verified identity.VerifiedEmailReader, emails Emails, opts Options) (*Handler, error) {
+// NewHandler returns a Handler that finds keys with finder and stores
+// uploads through uploads (an identity/keys Service).
+func NewHandler(finder keys.Finder, uploads keys.Uploader, verified identity.VerifiedEmailReader, emails Emails, opts Options) (*Handler, error) {
 	if len(opts.TokenKey) < 32 {
 		return nil, fmt.Errorf("vks: new handler: the token key must have 32 bytes, not %d", len(opts.TokenKey))
 	}
@@ -105,7 +91,7 @@ func NewHandler(keys Keys, verified identity.VerifiedEmailReader, emails Emails,
 	if opts.RequestsPerMinute == 0 {
 		opts.RequestsPerMinute = DefaultRequestsPerMinute
 	}
-	return &Handler{keys: keys, verified: verified, emails: emails, opts: opts, log: opts.Logger,
+	return &Handler{keys: finder, uploads: uploads, verified: verified, emails: emails, opts: opts, log: opts.Logger,
 		limit: newLimiter(opts.RequestsPerMinute, opts.Now)}, nil
 }
 

@@ -64,35 +64,27 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "keytext holds more than one key: upload one at a time")
 		return
 	}
-	applied, _, err := h.opts.Policy.Apply(ks[0])
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, "key rejected: "+pgp.RejectionReason(err))
+	up, err := h.uploads.Upload(r.Context(), ks[0], keys.UploadOptions{})
+	var rej *keys.Rejection
+	switch {
+	case errors.As(err, &rej) && rej.ByUploadPolicy:
+		jsonError(w, http.StatusForbidden, "upload refused: "+rej.Reason)
 		return
-	}
-	if h.opts.MayUpload != nil {
-		if err := h.opts.MayUpload(r.Context(), applied.Fingerprint()); err != nil {
-			var ie *identity.Error
-			if errors.As(err, &ie) {
-				jsonError(w, http.StatusForbidden, "upload refused: "+ie.Msg)
-				return
-			}
-			h.log.Error("vks: upload: upload policy", "err", err)
-			jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
-			return
-		}
-	}
-	change, err := h.keys.AddKey(r.Context(), applied)
-	if err != nil {
+	case errors.As(err, &rej):
+		jsonError(w, http.StatusBadRequest, "key rejected: "+rej.Reason)
+		return
+	case err != nil:
 		if r.Context().Err() == nil {
-			h.log.Error("vks: upload: store", "err", err)
+			h.log.Error("vks: upload", "err", err)
 		}
 		jsonError(w, http.StatusServiceUnavailable, "the key store failed; try again later")
 		return
 	}
-	if change == keys.Blocked {
-		jsonError(w, http.StatusForbidden, "upload refused: "+change.Reason())
+	if up.Change == keys.Blocked {
+		jsonError(w, http.StatusForbidden, "upload refused: "+up.Change.Reason())
 		return
 	}
+	applied := up.Key
 	h.log.Info("vks: upload", "fingerprint", identity.PGPFactor(applied.Fingerprint()).Value)
 	resp, _, err := h.response(r, applied.Fingerprint())
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kith-keyserver/kith/hkp/vks"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -70,7 +71,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.perMinute == 0 {
 		o.perMinute = -1
 	}
-	h, err := vks.NewHandler(e.st, e.st, svc, vks.Options{PublicURL: srv.URL, Server: "Kith <" + srv.URL + ">",
+	ks := keys.NewService(e.st, keys.Options{Policy: pgp.DefaultPolicy(), Identities: svc, Logger: slog.New(slog.DiscardHandler)})
+	h, err := vks.NewHandler(e.st, ks, e.st, svc, vks.Options{PublicURL: srv.URL, Server: "Kith <" + srv.URL + ">",
 		TokenKey: bytes.Repeat([]byte{7}, 32), Mailer: mailer, RequestsPerMinute: o.perMinute, Now: now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ package wkd
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha1"
 	"encoding/base32"
 	"encoding/hex"
@@ -30,11 +29,6 @@ import (
 	"github.com/kith-keyserver/kith/pgp"
 )
 
-// Keys finds stored keys.
-type Keys interface {
-	FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error)
-}
-
 // zbase32 is the z-base-32 alphabet the WKD hashes are written in.
 var zbase32 = base32.NewEncoding("ybndrfg8ejkmcpqxot1uwisza345h769").WithPadding(base32.NoPadding)
 
@@ -47,18 +41,18 @@ func Hash(local string) string {
 
 // Handler serves the Web Key Directory of its domains.
 type Handler struct {
-	keys     Keys
+	keys     keys.Finder
 	verified identity.VerifiedEmailReader
 	domains  []string
 	log      *slog.Logger
 }
 
 // NewHandler returns a Handler for the lower-case mail domains.
-func NewHandler(keys Keys, verified identity.VerifiedEmailReader, domains []string, log *slog.Logger) *Handler {
+func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, domains []string, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{keys: keys, verified: verified, domains: slices.Clone(domains), log: log}
+	return &Handler{keys: finder, verified: verified, domains: slices.Clone(domains), log: log}
 }
 
 // Register adds the WKD routes to mux.

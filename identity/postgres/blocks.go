@@ -107,9 +107,8 @@ func (s *Store) applyBlocks(p *pendingKey, kb *keyBlocks) error {
 // and applies it to the stored key, all in one transaction: a key blocked
 // whole is deleted (or, with KeepRevocations, rewritten as its
 // tombstone), a blocked packet is taken out of it. Every node learns of
-// the change through the key-change notification; this node's key-change
-// hooks run before AddBlock returns (for a deleted key, with the form it
-// had). A block that exists already is ErrAlreadyBlocked.
+// the change through the key-change notification, sent in the same
+// transaction. A block that exists already is ErrAlreadyBlocked.
 func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
 	if len(b.Fingerprint) == 0 {
 		return "", errors.New("postgres: add block: no fingerprint")
@@ -125,7 +124,6 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 		action = "owner-delete"
 	}
 	var outcome identity.BlockOutcome
-	var hookKey *pgp.Key
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(encode($2::bytea, 'hex')))",
 			blockLockSpace, b.Fingerprint); err != nil {
@@ -179,7 +177,7 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", KeyChangesChannel, payload); err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
-			outcome, hookKey = identity.BlockKeyRemoved, stored
+			outcome = identity.BlockKeyRemoved
 			return nil
 		case !p.reduced:
 			outcome = identity.BlockKeyUnchanged
@@ -196,7 +194,7 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
-		outcome, hookKey = identity.BlockKeyCleaned, p.key
+		outcome = identity.BlockKeyCleaned
 		if p.tomb {
 			outcome = identity.BlockKeyTombstoned
 		}
@@ -207,9 +205,6 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 	}
 	if err != nil {
 		return "", fmt.Errorf("postgres: add block %X: %w", b.Fingerprint, err)
-	}
-	if hookKey != nil {
-		s.keysChanged(ctx, []*pgp.Key{hookKey})
 	}
 	return outcome, nil
 }

@@ -63,7 +63,7 @@ func TestBlockedKeyIsRemovedAndRefusedEverAfter(t *testing.T) {
 		t.Fatalf("removal notified as %x -> %x, want %x -> zero", removed[0].Old, removed[0].New, k.Digest())
 	}
 	// Uploading it again stores nothing.
-	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Blocked {
+	if c, err := s.AddKey(ctx, k); err != nil || c.Change != keys.Blocked {
 		t.Fatalf("upload of a blocked key: %v, %v; want blocked", c, err)
 	}
 	if got := findByFingerprint(t, s, fp); len(got) != 0 {
@@ -82,7 +82,7 @@ func TestBlockedKeyIsRemovedAndRefusedEverAfter(t *testing.T) {
 	if err := s.RemoveBlock(ctx, fp, nil, "carol", "twice"); !errors.Is(err, identity.ErrNotBlocked) {
 		t.Fatalf("second unblock: %v, want ErrNotBlocked", err)
 	}
-	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Inserted {
+	if c, err := s.AddKey(ctx, k); err != nil || c.Change != keys.Inserted {
 		t.Fatalf("upload after unblock: %v, %v; want inserted", c, err)
 	}
 	acts, err := s.OperatorActions(ctx, fp)
@@ -115,7 +115,7 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatal("the tombstone is still found by its old email")
 	}
 	// The full key again: reduced, nothing stored.
-	if c, err := s.AddKey(ctx, full); err != nil || c != keys.Reduced {
+	if c, err := s.AddKey(ctx, full); err != nil || c.Change != keys.Reduced {
 		t.Fatalf("full key onto a tombstone: %v, %v; want reduced", c, err)
 	}
 	if got := findByFingerprint(t, s, fp); got[0].Digest != tomb || len(got[0].UserIDs) != 0 {
@@ -126,7 +126,7 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := entityKey(t, e)
-	if c, err := s.AddKey(ctx, revoked); err != nil || c != keys.Reduced {
+	if c, err := s.AddKey(ctx, revoked); err != nil || c.Change != keys.Reduced {
 		t.Fatalf("revoked key onto a tombstone: %v, %v; want reduced", c, err)
 	}
 	got = findByFingerprint(t, s, fp)
@@ -141,7 +141,7 @@ func TestTombstoneAcceptsOnlyRevocations(t *testing.T) {
 		t.Fatalf("tombstone with revocation has %d packets, want 2", n)
 	}
 	// The tombstone itself, uploaded again, is unchanged (not reduced).
-	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Unchanged {
+	if c, err := s.AddKey(ctx, k); err != nil || c.Change != keys.Unchanged {
 		t.Fatalf("the tombstone again: %v, %v; want unchanged", c, err)
 	}
 }
@@ -163,7 +163,7 @@ func TestBlockedUserIDIsCleanedAndNeverMergesBack(t *testing.T) {
 	if len(got) != 1 || len(got[0].UserIDs) != 1 || got[0].UserIDs[0].Email != "keep@example.org" {
 		t.Fatalf("cleaned key: %+v", got)
 	}
-	if c, err := s.AddKey(ctx, k); err != nil || c != keys.Reduced {
+	if c, err := s.AddKey(ctx, k); err != nil || c.Change != keys.Reduced {
 		t.Fatalf("the poisoned key again: %v, %v; want reduced", c, err)
 	}
 	if keys, _, _ := s.FindKeys(ctx, keys.Query{Email: "poison@example.org", Limit: 10}); len(keys) != 0 {

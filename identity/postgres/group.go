@@ -13,8 +13,7 @@ import (
 // earlier ones are being written wait in a queue, and the next writer
 // takes everything queued (up to maxGroupKeys distinct fingerprints) into
 // one AddKeys transaction. Every caller still returns only after the
-// transaction holding its key has committed (and the key-change hooks
-// have run), so an answered upload is as durable as before; what the
+// transaction holding its key has committed, so an answered upload is as durable as before; what the
 // queue saves is the round trips, the transaction overhead and, above
 // all, the WAL flush each key would otherwise wait for on its own.
 const (
@@ -42,26 +41,27 @@ type keyGroup struct {
 
 // queuedKey is one AddKey call.
 type queuedKey struct {
-	key    *pgp.Key
-	fp     string
-	taken  bool          // a writer has it
-	lead   chan struct{} // closed to make this caller the next writer
-	done   chan struct{} // closed when change and err are set
-	change keys.Change
-	err    error
+	key     *pgp.Key
+	fp      string
+	taken   bool          // a writer has it
+	lead    chan struct{} // closed to make this caller the next writer
+	done    chan struct{} // closed when written and err are set
+	written keys.Written
+	err     error
 }
 
 // AddKey merges key, which has been through the policy, into the store:
 // a new key is inserted; a known key is merged with the stored one
 // (Policy.Merge) and rewritten only when the merge changed it. Key,
 // user IDs and subkeys go in one transaction, which may also hold the
-// keys of concurrent AddKey calls; AddKey returns once it has committed.
-func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error) {
+// keys of concurrent AddKey calls; AddKey returns once it has committed,
+// with the outcome and, when it wrote, the key as stored.
+func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) {
 	if len(key.Fingerprint()) == 0 {
-		return 0, fmt.Errorf("postgres: add key: no primary key packet")
+		return keys.Written{}, fmt.Errorf("postgres: add key: no primary key packet")
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("postgres: add key: %w", err)
+		return keys.Written{}, fmt.Errorf("postgres: add key: %w", err)
 	}
 	q := &queuedKey{key: key, fp: string(key.Fingerprint()), lead: make(chan struct{}), done: make(chan struct{})}
 	g := &s.group
@@ -80,7 +80,7 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error) {
 		select {
 		case <-q.done:
 			if !q.leading() {
-				return q.change, q.err
+				return q.written, q.err
 			}
 		case <-q.lead:
 		case <-ctx.Done():
@@ -95,13 +95,13 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error) {
 				default:
 				}
 				g.mu.Unlock()
-				return 0, fmt.Errorf("postgres: add key: %w", ctx.Err())
+				return keys.Written{}, fmt.Errorf("postgres: add key: %w", ctx.Err())
 			}
 			g.mu.Unlock()
 			select {
 			case <-q.done:
 				if !q.leading() {
-					return q.change, q.err
+					return q.written, q.err
 				}
 			case <-q.lead:
 			}
@@ -127,7 +127,7 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Change, error) {
 		g.handOff()
 		g.mu.Unlock()
 		<-q.done
-		return q.change, q.err
+		return q.written, q.err
 	}
 }
 
@@ -224,7 +224,7 @@ func (s *Store) writeGroup(ctx context.Context, group []*queuedKey) {
 		if err != nil {
 			q.err = err
 		} else {
-			q.change = changes[i]
+			q.written = changes[i]
 		}
 		close(q.done)
 	}

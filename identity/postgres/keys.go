@@ -26,15 +26,16 @@ const KeyChangesChannel = "kith_key_changes"
 
 // AddKeys stores a batch of keys in one transaction, as AddKey does for
 // one: either every key of the batch is stored or none is. Keys with the
-// same fingerprint within the batch are merged first. It returns the
-// outcome for each key in input order.
-func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Change, error) {
+// same fingerprint within the batch are merged first. It returns, for
+// each key in input order, the outcome and the key as stored when it was
+// written.
+func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
 	for _, k := range ks {
 		if len(k.Fingerprint()) == 0 {
 			return nil, fmt.Errorf("postgres: add keys: a key has no primary key packet")
 		}
 	}
-	var changes []keys.Change
+	var changes []keys.Written
 	var err error
 	// A concurrent writer may insert the same new key first, or two
 	// batches may deadlock on shared keys; both are retried with fresh
@@ -76,11 +77,12 @@ type pendingKey struct {
 	old    []byte // stored digest, nil when new
 	change keys.Change
 	// tomb: the key is a tombstone, merged by pgp.Policy.Tombstone;
-	// reduced: the blocks took something out of what was given.
-	tomb, reduced bool
+	// reduced: the blocks took something out of what was given;
+	// written: the batch committed a new form of the key.
+	tomb, reduced, written bool
 }
 
-func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Change, error) {
+func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
 	// Merge duplicates within the batch.
 	byFP := map[string]*pendingKey{}
 	var order []*pendingKey
@@ -213,27 +215,28 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Change, 
 	if err != nil {
 		return nil, err
 	}
+	for _, p := range changed {
+		p.written = true
+	}
 	if len(changed) > 0 {
-		ks := make([]*pgp.Key, len(changed))
-		for i, p := range changed {
-			ks[i] = p.key
-		}
-		s.keysChanged(ctx, ks)
 		s.notifyCommitted(ctx, changed)
 	}
-	out := make([]keys.Change, len(ks))
+	out := make([]keys.Written, len(ks))
 	seen := map[*pendingKey]bool{}
 	for i, p := range index {
 		// A fingerprint repeated in the batch was stored once; its later
 		// copies changed nothing more.
 		if seen[p] {
-			out[i] = keys.Unchanged
+			out[i] = keys.Written{Change: keys.Unchanged}
 			continue
 		}
 		seen[p] = true
-		out[i] = p.change
+		out[i] = keys.Written{Change: p.change}
+		if p.written {
+			out[i].Key = p.key
+		}
 		if p.reduced && p.change != keys.Blocked {
-			out[i] = keys.Reduced
+			out[i].Change = keys.Reduced
 		}
 	}
 	return out, nil

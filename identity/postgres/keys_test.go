@@ -117,8 +117,8 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Fatalf("upload %d: %v, want %v", i+1, got, want)
+		if got.Change != want {
+			t.Fatalf("upload %d: %v, want %v", i+1, got.Change, want)
 		}
 	}
 
@@ -182,10 +182,10 @@ func TestAddKeyMergesNewUserID(t *testing.T) {
 	ctx := context.Background()
 	full := entityKey(t, newEntity(t, "Alice <alice@example.org>", "Alice Work <alice@work.example>"))
 	first := withOnlyUserIDs(t, full, 0)
-	if got, err := s.AddKey(ctx, first); err != nil || got != keys.Inserted {
+	if got, err := s.AddKey(ctx, first); err != nil || got.Change != keys.Inserted {
 		t.Fatalf("first upload: %v %v", got, err)
 	}
-	if got, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 1)); err != nil || got != keys.Updated {
+	if got, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 1)); err != nil || got.Change != keys.Updated {
 		t.Fatalf("second upload: %v %v", got, err)
 	}
 	keys, _, err := s.FindKeys(ctx, keys.Query{Email: "alice@work.example"})
@@ -255,11 +255,11 @@ func TestAddKeysBatchIsAllOrNothingAndIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range changes[:50] {
-		if c != keys.Inserted {
+		if c.Change != keys.Inserted || c.Key == nil {
 			t.Fatalf("key %d: %v", i, c)
 		}
 	}
-	if changes[50] != keys.Unchanged {
+	if changes[50].Change != keys.Unchanged || changes[50].Key != nil {
 		t.Fatalf("duplicate: %v", changes[50])
 	}
 	again, err := s.AddKeys(ctx, batch)
@@ -267,7 +267,7 @@ func TestAddKeysBatchIsAllOrNothingAndIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range again {
-		if c != keys.Unchanged {
+		if c.Change != keys.Unchanged || c.Key != nil {
 			t.Fatalf("second load, key %d: %v", i, c)
 		}
 	}
@@ -455,7 +455,7 @@ func TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome(t *testing.T)
 		go func() {
 			defer wg.Done()
 			c, err := s.AddKey(ctx, k)
-			changes[i] = c
+			changes[i] = c.Change
 			errs <- err
 		}()
 	}
@@ -464,7 +464,7 @@ func TestConcurrentAddKeysShareTransactionsAndEachLearnsItsOutcome(t *testing.T)
 		go func() {
 			defer wg.Done()
 			c, err := s.AddKey(ctx, k)
-			halfChanges[i] = c
+			halfChanges[i] = c.Change
 			errs <- err
 		}()
 	}
@@ -523,7 +523,7 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 		ks[i] = typicalKey(t, g, i)
 	}
 	var wg sync.WaitGroup
-	results := make([][]keys.Change, 2)
+	results := make([][]keys.Written, 2)
 	errs := make([]error, 2)
 	for w := range 2 {
 		wg.Add(1)
@@ -539,7 +539,7 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 		}
 	}
 	for i := range ks {
-		a, b := results[0][i], results[1][i]
+		a, b := results[0][i].Change, results[1][i].Change
 		if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
 			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
 		}

@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 )
+
+// The store implements the key store.
+var _ keys.Store = (*Store)(nil)
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
@@ -20,34 +22,7 @@ type Store struct {
 	policy pgp.Policy
 	log    *slog.Logger
 
-	hooksMu  sync.Mutex
-	keyHooks []func(ctx context.Context, changed []*pgp.Key)
-
 	group keyGroup // AddKey calls waiting for a group transaction
-}
-
-// OnKeysChanged has fn called with the stored form of every key that an
-// AddKeys (or AddKey) call changed, after it commits and before it
-// returns, whichever path wrote (HKP, the pages, recon, `kith load`).
-// This is the one key-change hook of a node: its caches drop what the
-// change outdates and the identity service refreshes the links the keys
-// carry, so that the writer reads its own write and no upload path can
-// forget either. Other nodes learn of the change from its notification
-// (WatchKeyChanges).
-func (s *Store) OnKeysChanged(fn func(ctx context.Context, changed []*pgp.Key)) {
-	s.hooksMu.Lock()
-	defer s.hooksMu.Unlock()
-	s.keyHooks = append(s.keyHooks, fn)
-}
-
-// keysChanged runs the key-change hooks.
-func (s *Store) keysChanged(ctx context.Context, changed []*pgp.Key) {
-	s.hooksMu.Lock()
-	hooks := slices.Clone(s.keyHooks)
-	s.hooksMu.Unlock()
-	for _, fn := range hooks {
-		fn(ctx, changed)
-	}
 }
 
 // Options tune how the store connects.

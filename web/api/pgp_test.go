@@ -11,6 +11,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 	"github.com/kith-keyserver/kith/web/api"
@@ -50,7 +51,7 @@ func (g *gnupg) store(k *kith, fpr string) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+	if _, err := k.keys.Upload(context.Background(), applied, keys.UploadOptions{}); err != nil {
 		g.t.Fatal(err)
 	}
 }
@@ -245,7 +246,7 @@ func TestAuthSubkeyBoundToAnotherKeyIsNotLinkedTwice(t *testing.T) {
 	if len(applied.Describe().Subkeys) == 0 {
 		t.Fatal("the policy dropped bob's binding of the subkey; the test would prove nothing")
 	}
-	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+	if _, err := k.keys.Upload(context.Background(), applied, keys.UploadOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
 )
@@ -51,6 +53,8 @@ type kith struct {
 	url   string
 	h     *api.Handler
 	store *postgres.Store
+	// keys is the node's upload path of OpenPGP keys.
+	keys  *keys.Service
 	dbURL string
 	clock *clock
 }
@@ -78,11 +82,11 @@ func newKithWith(t *testing.T, opts api.Options) *kith {
 	t.Cleanup(st.Close)
 	c := &clock{}
 	opts.Watcher, opts.Now = st, c.Now
-	h := newHandler(ctx, t, st, opts)
+	h, ks := newNode(ctx, t, st, opts)
 	waitListening(t, h)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &kith{t: t, url: srv.URL, h: h, store: st, dbURL: dbURL, clock: c}
+	return &kith{t: t, url: srv.URL, h: h, store: st, keys: ks, dbURL: dbURL, clock: c}
 }
 
 // testCASeed is the seed of every test node's SSH user CA: like the
@@ -100,10 +104,18 @@ func testCA(t testing.TB) *ssh.CA {
 }
 
 // newHandler builds a node as kith serve does: one identity service over
-// st, hooked to its key changes, and the API over it with opts (Service
-// and Keys are filled in; it caches while opts.Watcher reports other
-// nodes' appends; no Watcher: no cache). A nil opts.Now is time.Now.
+// st and the API over it with opts (Service and Keys are filled in; it
+// caches while opts.Watcher reports other nodes' appends; no Watcher: no
+// cache). A nil opts.Now is time.Now.
 func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.Options) *api.Handler {
+	t.Helper()
+	h, _ := newNode(ctx, t, st, opts)
+	return h
+}
+
+// newNode is newHandler that also returns the node's keys Service, the
+// upload path whose writes refresh the links of the keys they change.
+func newNode(ctx context.Context, t testing.TB, st *postgres.Store, opts api.Options) (*api.Handler, *keys.Service) {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -113,13 +125,13 @@ func newHandler(ctx context.Context, t testing.TB, st *postgres.Store, opts api.
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify.SyncLinksOnKeyChange(st, svc, slog.New(slog.DiscardHandler))
+	ks := keys.NewService(st, keys.Options{Policy: pgp.DefaultPolicy(), Identities: svc, Logger: slog.New(slog.DiscardHandler)})
 	opts.Service, opts.Keys = svc, st
 	h, err := api.NewHandler(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return h, ks
 }
 
 // testHosts is the host policy of the tests' servers: the names below

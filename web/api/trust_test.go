@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/web/api"
@@ -68,8 +69,8 @@ func privateByDesign(e *identity.Evidence) bool {
 	return e.Committed(identity.ArtifactIDToken)
 }
 
-// upload stores key bytes the way every upload path does: the policy,
-// then the store (whose key-change hook refreshes the links).
+// upload stores key bytes through the upload path (identity/keys), which
+// refreshes the links of the key.
 func (k *kith) upload(key []byte) {
 	k.t.Helper()
 	parsed, err := pgp.ParseKey(key)
@@ -80,7 +81,7 @@ func (k *kith) upload(key []byte) {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	if _, err := k.store.AddKey(context.Background(), applied); err != nil {
+	if _, err := k.keys.Upload(context.Background(), applied, keys.UploadOptions{}); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -75,19 +76,20 @@ func newServerCA(t *testing.T, withCA bool) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify.SyncLinksOnKeyChange(st, svc, discard)
 	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := hkp.NewHandler(st, hkp.Options{Policy: policy, Logger: discard})
-	go keys.Run(ctx)
+	ks := keys.NewService(st, keys.Options{Policy: policy, Identities: svc, Logger: discard})
+	keyHandler := hkp.NewHandler(st, ks, hkp.Options{Logger: discard})
+	ks.Subscribe(keyHandler)
+	go keyHandler.Run(ctx)
 	key, err := tlog.NewKey("kith.test/log", bytes.Repeat([]byte{7}, tlog.SeedSize))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	keys.Register(mux)
+	keyHandler.Register(mux)
 	ids.Register(mux)
 	tlog.NewHandler(st, key.VerifierKey(), discard).Register(mux)
 	srv := httptest.NewServer(mux)

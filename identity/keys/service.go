@@ -1,0 +1,261 @@
+// service.go: the Service, the one upload path of OpenPGP keys. Every
+// writer of keys (HKP, VKS, the pages, recon fetches, `kith load`,
+// `kith repair`, `kith block`) goes through it, so the order of the steps
+// is written once: the key policy with the store's issuers, the upload
+// policy, merge and store, then the identity links the changed keys carry
+// and the subscribers (this node's caches) before the call returns.
+
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// Identities is what the Service needs of the identity Service
+// (identity.Service is one): who proves a key, for the upload policy, and
+// the refresh of the links a changed key carries.
+type Identities interface {
+	Prover
+	// SyncKeys records what the changed keys (primary fingerprints) now
+	// carry, for those an identity names.
+	SyncKeys(ctx context.Context, fps [][]byte) error
+}
+
+// Subscriber learns of the keys a write through the Service changed, after
+// the write commits and before the write returns, so that a cache of this
+// node drops what the change outdates and the writer reads its own write.
+// Other nodes learn of changes from the store's notifications (Listener).
+type Subscriber interface {
+	KeysChanged(ctx context.Context, changed []*pgp.Key)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Policy is the key policy every key passes before it is stored (zero
+	// limits: pgp's defaults). Its Issuers is set per upload from the
+	// store.
+	Policy pgp.Policy
+	// Uploads is the upload policy ("" is UploadsOpen).
+	Uploads UploadPolicy
+	// Identities refreshes the links of changed keys and answers the
+	// upload policy; nil refreshes nothing, and UploadsIdentities then
+	// refuses every upload that is not logged in.
+	Identities Identities
+	// Logger receives what a write cannot return as an error (a link
+	// refresh that failed after the key was stored); nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Service owns the writes of OpenPGP keys. It is safe for concurrent use.
+type Service struct {
+	store Store
+	opts  Options
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	subs []Subscriber
+}
+
+// NewService returns the Service writing keys to store.
+func NewService(store Store, opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Service{store: store, opts: opts, log: opts.Logger}
+}
+
+// Subscribe has sub told of every key a write through s changes, from now
+// on. The wiring (cmd) subscribes each cache of the node once, when it
+// builds it.
+func (s *Service) Subscribe(sub Subscriber) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = append(s.subs, sub)
+}
+
+// Policy returns the key policy the Service applies.
+func (s *Service) Policy() pgp.Policy { return s.opts.Policy }
+
+// Rejection is an upload the server does not store: the key policy or the
+// upload policy refused it. Reason is written for the uploader.
+type Rejection struct {
+	Reason string
+	// ByUploadPolicy: the upload policy refused a key the key policy
+	// accepted (a later proof may let it in); otherwise the key policy
+	// refused the key itself.
+	ByUploadPolicy bool
+	// Err is the refusal as pgp or identity returned it.
+	Err error
+}
+
+// Error returns the reason.
+func (r *Rejection) Error() string { return "keys: rejected: " + r.Reason }
+
+// Unwrap returns the refusal as pgp or identity returned it.
+func (r *Rejection) Unwrap() error { return r.Err }
+
+// ErrUploadPolicyFailed matches (errors.Is) an upload whose upload policy
+// could not be decided because the identity store failed.
+var ErrUploadPolicyFailed = errors.New("the upload policy could not be checked")
+
+// UploadOptions say who uploads.
+type UploadOptions struct {
+	// LoggedIn: a logged-in session uploads the key (the web upload page);
+	// the upload policy may accept more then.
+	LoggedIn bool
+}
+
+// Result is what an accepted upload did.
+type Result struct {
+	// Key is the key as it passed the key policy (what was offered to the
+	// store, before the merge with the stored key).
+	Key *pgp.Key
+	// Report counts what the key policy dropped.
+	Report pgp.Report
+	// Change is what storing it did.
+	Change Change
+}
+
+// Upload runs the upload path for one key: the key policy, with the
+// store's keys ranking the certifications they can verify first (against
+// certification floods); the upload policy; merge and store; then the
+// links the key carries are refreshed and the subscribers told, before
+// Upload returns. A key either policy refuses is a *Rejection; other
+// errors are failures (ErrUploadPolicyFailed, or the store's).
+func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Result, error) {
+	policy := s.opts.Policy
+	policy.Issuers = s.store.IssuerKeys(ctx)
+	applied, rep, err := policy.Apply(k)
+	if err != nil {
+		return Result{}, &Rejection{Reason: pgp.RejectionReason(err), Err: err}
+	}
+	res := Result{Key: applied, Report: rep}
+	if err := s.mayUpload(ctx, Upload{Fingerprint: applied.Fingerprint(), LoggedIn: u.LoggedIn}); err != nil {
+		return res, err
+	}
+	w, err := s.store.AddKey(ctx, applied)
+	if err != nil {
+		return res, fmt.Errorf("keys: upload %X: %w", applied.Fingerprint(), err)
+	}
+	res.Change = w.Change
+	if w.Key != nil {
+		s.changed(ctx, []*pgp.Key{w.Key})
+	}
+	return res, nil
+}
+
+// mayUpload asks the upload policy about u.
+func (s *Service) mayUpload(ctx context.Context, u Upload) error {
+	var ids Prover = noProver{}
+	if s.opts.Identities != nil {
+		ids = s.opts.Identities
+	}
+	err := MayUpload(ctx, ids, s.opts.Uploads, u)
+	if err == nil {
+		return nil
+	}
+	var ie *identity.Error
+	if errors.As(err, &ie) {
+		return &Rejection{Reason: ie.Msg, ByUploadPolicy: true, Err: err}
+	}
+	return fmt.Errorf("keys: upload %X: %w: %w", u.Fingerprint, ErrUploadPolicyFailed, err)
+}
+
+// noProver proves nothing: without identities, no key is proven.
+type noProver struct{}
+
+func (noProver) WhoProves(context.Context, identity.Factor) (identity.Handle, error) {
+	return "", identity.Refuse(identity.CodeNotLinked, "no identities on this server")
+}
+
+// Process reads keys from r and applies the key policy to each on workers
+// goroutines (0: GOMAXPROCS), calling fn with each result in input order,
+// for bulk loads whose keys then go to AddKeys. No issuer ranking applies
+// (a bulk load into an empty store has no issuers to rank by).
+func (s *Service) Process(ctx context.Context, r *pgp.Reader, workers int, fn func(pgp.Result) error) error {
+	return s.opts.Policy.ProcessParallel(ctx, r, workers, fn)
+}
+
+// Recheck applies the key policy to a stored key again (kith repair: the
+// policy may have gained a rule since the key was stored).
+func (s *Service) Recheck(stored *pgp.Key) (*pgp.Key, pgp.Report, error) {
+	return s.opts.Policy.Apply(stored)
+}
+
+// AddKeys stores a batch of keys that have passed the key policy (Process,
+// Recheck) in one transaction, for bulk loads and repairs run by the
+// operator (no upload policy applies), then refreshes the links of the
+// changed keys and tells the subscribers.
+func (s *Service) AddKeys(ctx context.Context, batch []*pgp.Key) ([]Change, error) {
+	ws, err := s.store.AddKeys(ctx, batch)
+	if err != nil {
+		return nil, fmt.Errorf("keys: add %d keys: %w", len(batch), err)
+	}
+	changes := make([]Change, len(ws))
+	var changed []*pgp.Key
+	for i, w := range ws {
+		changes[i] = w.Change
+		if w.Key != nil {
+			changed = append(changed, w.Key)
+		}
+	}
+	if len(changed) > 0 {
+		s.changed(ctx, changed)
+	}
+	return changes, nil
+}
+
+// Block adds b to the blocklist and applies it to the stored key (kith
+// block), then refreshes the links of the key, which may carry fewer now.
+// Every node's caches learn of the change from its notification.
+func (s *Service) Block(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
+	out, err := s.store.AddBlock(ctx, b)
+	if err != nil {
+		return out, err
+	}
+	switch out {
+	case identity.BlockKeyRemoved, identity.BlockKeyTombstoned, identity.BlockKeyCleaned:
+		s.syncLinks(ctx, [][]byte{b.Fingerprint})
+	}
+	return out, nil
+}
+
+// changed refreshes the links the changed keys carry, then tells the
+// subscribers: the writer reads its own write when the call returns.
+func (s *Service) changed(ctx context.Context, changed []*pgp.Key) {
+	fps := make([][]byte, len(changed))
+	for i, k := range changed {
+		fps[i] = k.Fingerprint()
+	}
+	s.syncLinks(ctx, fps)
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.KeysChanged(ctx, changed)
+	}
+}
+
+// syncLinks refreshes the identity links of the keys fps. A failure is
+// logged, not returned: the key is stored, and the next change of the key
+// or a restart's identity.Service.SyncLinkedKeys catches up.
+func (s *Service) syncLinks(ctx context.Context, fps [][]byte) {
+	if s.opts.Identities == nil {
+		return
+	}
+	if err := s.opts.Identities.SyncKeys(ctx, fps); err != nil {
+		s.log.Warn("sync the identity links of changed keys", "keys", len(fps), "err", err)
+	}
+}
+
+// Uploader is the upload path as a frontend takes it (*Service is one).
+type Uploader interface {
+	Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Result, error)
+}
