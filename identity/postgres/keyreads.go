@@ -1,0 +1,382 @@
+// keyreads.go: reading OpenPGP keys: lookups by every search form, the
+// packets streamed, statistics, the dump, the digests recon builds its
+// tree from, and the issuers the key policy ranks certifications by.
+
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// byFingerprint selects the ids of the keys whose primary key or a
+// subkey has the fingerprint $1 (readKeys reads such keys more directly).
+const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
+			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`
+
+// FindKeys returns the keys matching q, at most q.Limit of them, and
+// whether more matched, in one round trip to the server.
+func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
+	var sel string
+	var arg any
+	switch {
+	case len(q.Fingerprint) > 0:
+		sel, arg = byFingerprint, q.Fingerprint
+	case q.KeyID != 0:
+		sel, arg = `SELECT id FROM keys WHERE long_id = $1
+			UNION SELECT key_ref FROM subkeys WHERE long_id = $1`, int64(q.KeyID)
+	case q.HasShortKeyID:
+		sel, arg = `SELECT id FROM keys WHERE short_id = $1
+			UNION SELECT key_ref FROM subkeys WHERE short_id = $1`, int32(q.ShortKeyID)
+	case q.Email != "":
+		sel, arg = `SELECT DISTINCT key_ref FROM user_ids WHERE email = $1`, strings.ToLower(q.Email)
+	case len(q.Words) > 0:
+		sel, arg = `SELECT DISTINCT key_ref FROM user_ids
+			WHERE words @@ plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))`,
+			strings.Join(q.Words, " ")
+	case len(q.Digests) > 0:
+		ds := make([][]byte, len(q.Digests))
+		for i := range q.Digests {
+			ds[i] = q.Digests[i][:]
+		}
+		sel, arg = `SELECT id FROM keys WHERE digest = ANY($1)`, ds
+	case len(q.Fingerprints) > 0:
+		sel, arg = `SELECT id FROM keys WHERE fingerprint = ANY($1)`, q.Fingerprints
+	default:
+		return nil, false, errors.New("postgres: find keys: empty query")
+	}
+	keys, err := s.readKeys(ctx, sel, arg, q)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
+	}
+	if q.Limit > 0 && len(keys) > q.Limit {
+		return keys[:q.Limit], true, nil
+	}
+	return keys, false, nil
+}
+
+// KeysByDigest returns the stored keys with the given SKS digests; digests
+// the store does not hold are skipped.
+func (s *Store) KeysByDigest(ctx context.Context, digests [][16]byte) ([]keys.Stored, error) {
+	keys, _, err := s.FindKeys(ctx, keys.Query{Digests: digests})
+	return keys, err
+}
+
+// StreamPackets calls fn with the stored packets of each key whose
+// primary fingerprint is in fps, in the order of fps, reading one key at
+// a time from the server. fn must not keep packets after it returns. Keys
+// the store does not hold are skipped.
+func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerprint, packets []byte) error) error {
+	rows, err := s.pool.Query(ctx, `SELECT k.fingerprint, k.packets
+		FROM unnest($1::bytea[]) WITH ORDINALITY AS f(fp, n) JOIN keys k ON k.fingerprint = f.fp
+		ORDER BY f.n`, fps)
+	if err != nil {
+		return fmt.Errorf("postgres: stream packets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		raw := rows.RawValues()
+		if err := fn(raw[0], raw[1]); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: stream packets: %w", err)
+	}
+	return nil
+}
+
+// readKeys reads the keys whose ids the query sel (over $1 = arg)
+// yields, at most q.Limit+1 of them, in id order, with their user IDs
+// (unless q.NoUserIDs), in one statement. q.MaxBytes and
+// q.InlineBytes are applied to the keys' total size, computed beside the
+// rows, so packets are read only when wanted.
+func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query) ([]keys.Stored, error) {
+	limit := "ALL"
+	if q.Limit > 0 {
+		limit = strconv.Itoa(q.Limit + 1)
+	}
+	// readUpTo: the largest total whose packets are read (-1: none).
+	readUpTo := int64(math.MaxInt64)
+	switch {
+	case q.InlineBytes < 0:
+		readUpTo = -1
+	case q.InlineBytes > 0:
+		readUpTo = int64(q.InlineBytes)
+	}
+	if q.MaxBytes > 0 {
+		readUpTo = min(readUpTo, int64(q.MaxBytes))
+	}
+	if sel == byFingerprint {
+		// The commonest lookup (gpg --recv-keys) names one key by its
+		// primary fingerprint that no other key carries as a subkey: one
+		// index probe each, a statement as cheap to plan as to run. Any
+		// other outcome (a subkey's fingerprint, a fingerprint two keys
+		// share, none) takes the general statement below.
+		keys, err := s.scanKeys(ctx, q, primaryFingerprintSQL(!q.NoUserIDs), arg, readUpTo)
+		if err != nil || len(keys) == 1 {
+			return keys, err
+		}
+	}
+	// The matching keys: the ids sel yields, each key row read by its id;
+	// a lookup by fingerprint reads the rows its index scans find instead,
+	// without a second lookup by id.
+	from := `(SELECT k.* FROM keys k JOIN (SELECT id FROM (` + sel + `) AS s(id) ORDER BY id LIMIT ` + limit + `) m ON k.id = m.id) k`
+	if sel == byFingerprint {
+		from = `(SELECT * FROM (SELECT * FROM keys WHERE fingerprint = $1
+			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
+			ORDER BY id LIMIT ` + limit + `) k`
+	}
+	columns, uidJoin := readColumns("sum(octet_length(k.packets)) OVER ()", !q.NoUserIDs)
+	return s.scanKeys(ctx, q, `SELECT `+columns+`
+		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+}
+
+// readColumns lists what scanKeys reads of each key k, with total the
+// expression of the answer's size, and, with userIDs, the join that
+// brings the user IDs into the same row (as parallel arrays in position
+// order).
+func readColumns(total string, userIDs bool) (columns, join string) {
+	columns = `k.fingerprint, k.digest, CASE WHEN ` + total + ` <= $2::bigint THEN k.packets END,
+			octet_length(k.packets), ` + total + `, k.long_id,
+			k.version, k.algorithm, k.bits, k.curve, k.created_at, k.expires_at, k.revoked, k.first_seen, k.modified_at`
+	if userIDs {
+		columns += ", u.texts, u.emails, u.created, u.expires, u.revoked, u.is_primary"
+		join = `LEFT JOIN LATERAL (SELECT array_agg(uid ORDER BY position) AS texts,
+				array_agg(email ORDER BY position) AS emails, array_agg(created_at ORDER BY position) AS created,
+				array_agg(expires_at ORDER BY position) AS expires, array_agg(revoked ORDER BY position) AS revoked,
+				array_agg(is_primary ORDER BY position) AS is_primary
+			FROM user_ids WHERE key_ref = k.id) u ON true`
+	}
+	return columns, join
+}
+
+// primaryFingerprintSQL is the statement that reads the one key whose
+// primary fingerprint is $1 when no other key has it as a subkey, with
+// its packets when they are at most $2 bytes.
+func primaryFingerprintSQL(userIDs bool) string {
+	columns, join := readColumns("octet_length(k.packets)", userIDs)
+	return `SELECT ` + columns + `
+			FROM keys k ` + join + ` WHERE k.fingerprint = $1
+				AND NOT EXISTS (SELECT 1 FROM subkeys s WHERE s.fingerprint = $1 AND s.key_ref <> k.id)`
+}
+
+// warm prepares the fingerprint lookups on n of the pool's connections
+// (held at once, so that they are distinct), so that the first
+// gpg --recv-keys on each does not pay for parsing, planning and its
+// backend's first catalog reads. It runs after the migrations, and is
+// best effort: a connection that fails is left as it is.
+func (s *Store) warm(ctx context.Context, n int) {
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return
+		}
+		conns = append(conns, c)
+		for _, userIDs := range []bool{false, true} {
+			if rows, err := c.Query(ctx, primaryFingerprintSQL(userIDs), []byte{}, int64(-1)); err == nil {
+				rows.Close()
+			}
+		}
+	}
+}
+
+// scanKeys runs sql, a statement over $1 = arg and $2 = readUpTo whose
+// columns readKeys lists, and reads its rows as stored keys.
+func (s *Store) scanKeys(ctx context.Context, q keys.Query, sql string, arg any, readUpTo int64) ([]keys.Stored, error) {
+	rows, err := s.pool.Query(ctx, sql, arg, readUpTo)
+	if err != nil {
+		return nil, err
+	}
+	var ks []keys.Stored
+	for rows.Next() {
+		var k keys.Stored
+		var digest []byte
+		var version, algo int16
+		var bits int32
+		var expires *time.Time
+		var total, longID int64
+		var texts, emails []string
+		var uCreated, uExpires []*time.Time
+		var uRevoked, uPrimary []bool
+		dest := []any{&k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &longID, &version, &algo, &bits, &k.Curve,
+			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified}
+		if !q.NoUserIDs {
+			dest = append(dest, &texts, &emails, &uCreated, &uExpires, &uRevoked, &uPrimary)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if q.MaxBytes > 0 && total > int64(q.MaxBytes) {
+			rows.Close()
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, total, q.MaxBytes)
+		}
+		copy(k.Digest[:], digest)
+		k.KeyID = uint64(longID)
+		k.Version, k.Algorithm, k.Bits = int(version), int(algo), int(bits)
+		if expires != nil {
+			k.Expires = *expires
+		}
+		if n := len(texts); n > 0 && len(emails) == n && len(uCreated) == n && len(uExpires) == n && len(uRevoked) == n && len(uPrimary) == n {
+			k.UserIDs = make([]keys.StoredUserID, n)
+			for i := range n {
+				u := keys.StoredUserID{Text: texts[i], Email: emails[i], Revoked: uRevoked[i], Primary: uPrimary[i]}
+				if uCreated[i] != nil {
+					u.Created = *uCreated[i]
+				}
+				if uExpires[i] != nil {
+					u.Expires = *uExpires[i]
+				}
+				k.UserIDs[i] = u
+			}
+		}
+		ks = append(ks, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+// KeyStats counts the stored keys and the keys added and changed on each
+// of the last seven days. The total is exact up to a million keys and
+// PostgreSQL's planner estimate above, where counting every row would
+// cost seconds for a figure that changes all the time.
+func (s *Store) KeyStats(ctx context.Context) (keys.Stats, error) {
+	var st keys.Stats
+	if err := s.pool.QueryRow(ctx, `SELECT CASE WHEN reltuples > 1000000 THEN reltuples::bigint
+			ELSE (SELECT count(*) FROM keys) END
+		FROM pg_class WHERE oid = 'keys'::regclass`).Scan(&st.Keys); err != nil {
+		return st, fmt.Errorf("postgres: key stats: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.day,
+			(SELECT count(*) FROM keys WHERE first_seen >= d.day AND first_seen < d.day + interval '1 day'),
+			(SELECT count(*) FROM keys WHERE modified_at >= d.day AND modified_at < d.day + interval '1 day'
+				AND first_seen < d.day)
+		FROM generate_series(date_trunc('day', now()), date_trunc('day', now()) - interval '6 days', interval '-1 day') AS d(day)`)
+	if err != nil {
+		return st, fmt.Errorf("postgres: key stats: %w", err)
+	}
+	for rows.Next() {
+		var d keys.Daily
+		if err := rows.Scan(&d.Day, &d.New, &d.Updated); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("postgres: key stats: %w", err)
+		}
+		st.Daily = append(st.Daily, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("postgres: key stats: %w", err)
+	}
+	return st, nil
+}
+
+// DumpKeys calls fn with the packets of every stored key, in the order
+// keys were first stored, from one consistent snapshot: keys written
+// while the dump runs are either wholly in it or not at all.
+func (s *Store) DumpKeys(ctx context.Context, fn func(packets []byte) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("postgres: dump: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	rows, err := tx.Query(ctx, "SELECT packets FROM keys ORDER BY id")
+	if err != nil {
+		return fmt.Errorf("postgres: dump: %w", err)
+	}
+	defer rows.Close()
+	var packets []byte
+	for rows.Next() {
+		if err := rows.Scan(&packets); err != nil {
+			return fmt.Errorf("postgres: dump: %w", err)
+		}
+		if err := fn(packets); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: dump: %w", err)
+	}
+	return nil
+}
+
+// Digests calls fn with the SKS digest of every stored key, streaming.
+func (s *Store) Digests(ctx context.Context, fn func([16]byte) error) error {
+	rows, err := s.pool.Query(ctx, "SELECT digest FROM keys")
+	if err != nil {
+		return fmt.Errorf("postgres: digests: %w", err)
+	}
+	defer rows.Close()
+	var d [16]byte
+	var raw []byte
+	for rows.Next() {
+		if err := rows.Scan(&raw); err != nil {
+			return fmt.Errorf("postgres: digests: %w", err)
+		}
+		copy(d[:], raw)
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: digests: %w", err)
+	}
+	return nil
+}
+
+// IssuerKeys returns a lookup of stored primary keys by 64-bit key ID, for
+// pgp.Policy.Issuers: upload paths set it so that certifications by keys
+// the store holds outrank unverifiable ones when a cap applies.
+func (s *Store) IssuerKeys(ctx context.Context) pgp.IssuerKeys {
+	return issuerKeys(ctx, s.pool)
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// maxIssuerCandidates bounds the stored keys one key ID lookup returns (a
+// 64-bit key ID collides only when someone made it collide).
+const maxIssuerCandidates = 8
+
+func issuerKeys(ctx context.Context, q queryer) pgp.IssuerKeys {
+	return func(id uint64) [][]byte {
+		rows, err := q.Query(ctx, `SELECT packets FROM keys WHERE long_id = $1 LIMIT $2`, int64(id), maxIssuerCandidates)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		var out [][]byte
+		for rows.Next() {
+			var packets []byte
+			if rows.Scan(&packets) != nil {
+				return out
+			}
+			if k, err := pgp.ParseKey(packets); err == nil && len(k.Packets()) > 0 {
+				out = append(out, k.Packets()[0].Body)
+			}
+		}
+		return out
+	}
+}

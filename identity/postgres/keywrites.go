@@ -1,0 +1,473 @@
+// keywrites.go: storing OpenPGP keys: a batch merged with the stored keys
+// in one transaction (AddKeys; AddKey in group.go queues single keys into
+// such batches), the rows it writes, and what each key became.
+
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/pgp"
+)
+
+// AddKeys stores a batch of keys in one transaction, as AddKey does for
+// one: either every key of the batch is stored or none is. Keys with the
+// same fingerprint within the batch are merged first. It returns, for
+// each key in input order, the outcome and the key as stored when it was
+// written.
+func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
+	for _, k := range ks {
+		if len(k.Fingerprint()) == 0 {
+			return nil, fmt.Errorf("postgres: add keys: a key has no primary key packet")
+		}
+	}
+	var changes []keys.Written
+	var err error
+	// A concurrent writer may insert the same new key first, or two
+	// batches may deadlock on shared keys; both are retried with fresh
+	// reads.
+	for attempt := 0; attempt < 5; attempt++ {
+		changes, err = s.addKeysOnce(ctx, ks)
+		if !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: add keys: %w", err)
+	}
+	return changes, nil
+}
+
+// errInsertRace marks a batch that lost an insert race and must rerun.
+var errInsertRace = errors.New("a key was inserted concurrently")
+
+func retryable(err error) bool {
+	if errors.Is(err, errInsertRace) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40P01", "40001": // deadlock, serialization failure
+			return true
+		}
+	}
+	return false
+}
+
+// pendingKey is one distinct key of a batch and what becomes of it.
+type pendingKey struct {
+	fp     []byte
+	key    *pgp.Key
+	id     int64
+	old    []byte // stored digest, nil when new
+	change keys.Change
+	// tomb: the key is a tombstone, merged by pgp.Policy.Tombstone;
+	// reduced: the blocks took something out of what was given;
+	// written: the batch committed a new form of the key.
+	tomb, reduced, written bool
+}
+
+func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
+	// Merge duplicates within the batch.
+	byFP := map[string]*pendingKey{}
+	var order []*pendingKey
+	index := make([]*pendingKey, len(ks))
+	for i, k := range ks {
+		fp := string(k.Fingerprint())
+		if p, ok := byFP[fp]; ok {
+			merged, _, err := s.policy.Merge(p.key, k)
+			if err != nil {
+				return nil, fmt.Errorf("merge duplicate %X in batch: %w", fp, err)
+			}
+			p.key = merged
+		} else {
+			p = &pendingKey{fp: []byte(fp), key: k}
+			byFP[fp] = p
+			order = append(order, p)
+		}
+		index[i] = byFP[fp]
+	}
+	// Lock in a fixed order so that concurrent batches cannot deadlock.
+	sort.Slice(order, func(i, j int) bool { return bytes.Compare(order[i].fp, order[j].fp) < 0 })
+	fps := make([][]byte, len(order))
+	for i, p := range order {
+		fps[i] = p.fp
+	}
+
+	var changed []*pendingKey
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		policy := s.policy
+		policy.Issuers = issuerKeys(ctx, tx)
+		// One round trip: the blocklist lock, the blocks, and the stored
+		// keys, locked for the merge.
+		batch := &pgx.Batch{}
+		batch.Queue(blocklistLock, blockLockSpace, fps)
+		batch.Queue(blocksQuery, fps)
+		batch.Queue(`SELECT id, fingerprint, digest, packets FROM keys
+			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
+		br := tx.SendBatch(ctx, batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock blocklist: %w", err)
+		}
+		brows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("read blocklist: %w", err)
+		}
+		blocks, err := scanBlocks(brows)
+		if err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("lock stored keys: %w", err)
+		}
+		type stored struct {
+			id      int64
+			digest  []byte
+			packets []byte
+		}
+		found := map[string]stored{}
+		for rows.Next() {
+			var st stored
+			var fp []byte
+			if err := rows.Scan(&st.id, &fp, &st.digest, &st.packets); err != nil {
+				rows.Close()
+				return fmt.Errorf("read stored key: %w", err)
+			}
+			found[string(fp)] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read stored keys: %w", err)
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("read stored keys: %w", err)
+		}
+
+		var inserts, updates []*pendingKey
+		for _, p := range order {
+			if kb := blocks[string(p.fp)]; kb != nil {
+				if err := s.applyBlocks(p, kb); err != nil {
+					return err
+				}
+				if p.change == keys.Blocked {
+					continue
+				}
+			}
+			st, ok := found[string(p.fp)]
+			if !ok {
+				p.change = keys.Inserted
+				inserts = append(inserts, p)
+				continue
+			}
+			// Both sides are canonical policy output: an equal digest means
+			// equal packets, and the merge would change nothing.
+			if d := p.key.Digest(); bytes.Equal(d[:], st.digest) {
+				p.change = keys.Unchanged
+				continue
+			}
+			storedKey, err := pgp.ParseKey(st.packets)
+			if err != nil {
+				return fmt.Errorf("parse stored key %X: %w", p.fp, err)
+			}
+			var merged *pgp.Key
+			if p.tomb {
+				merged, err = policy.Tombstone(storedKey, p.key)
+			} else {
+				merged, _, err = policy.Merge(storedKey, p.key)
+			}
+			if err != nil {
+				return fmt.Errorf("merge %X: %w", p.fp, err)
+			}
+			d := merged.Digest()
+			if bytes.Equal(d[:], st.digest) {
+				p.change = keys.Unchanged
+				continue
+			}
+			p.key, p.id, p.old, p.change = merged, st.id, st.digest, keys.Updated
+			updates = append(updates, p)
+		}
+		if err := insertKeys(ctx, tx, inserts); err != nil {
+			return err
+		}
+		if err := updateKeys(ctx, tx, updates); err != nil {
+			return err
+		}
+		changed = append(inserts, updates...)
+		return writeComponents(ctx, tx, changed)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range changed {
+		p.written = true
+	}
+	if len(changed) > 0 {
+		s.notifyCommitted(ctx, changed)
+	}
+	out := make([]keys.Written, len(ks))
+	seen := map[*pendingKey]bool{}
+	for i, p := range index {
+		// A fingerprint repeated in the batch was stored once; its later
+		// copies changed nothing more.
+		if seen[p] {
+			out[i] = keys.Written{Change: keys.Unchanged}
+			continue
+		}
+		seen[p] = true
+		out[i] = keys.Written{Change: p.change}
+		if p.written {
+			out[i].Key = p.key
+		}
+		if p.reduced && p.change != keys.Blocked {
+			out[i].Change = keys.Reduced
+		}
+	}
+	return out, nil
+}
+
+// smallBatch is the most keys a write sends as INSERTs of unnested
+// arrays, in one round trip per table; larger batches (bulk loads) go
+// through COPY, whose staging and type lookups cost more round trips but
+// less per key.
+const smallBatch = 64
+
+// keyColumns are the columns insertKeys writes, and keyColumnTypes their
+// types.
+var (
+	keyColumns = []string{"fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
+		"created_at", "expires_at", "revoked", "packets"}
+	keyColumnTypes = []string{"bytea", "int2", "int8", "int4", "bytea", "int2", "int4", "text",
+		"timestamptz", "timestamptz", "bool", "bytea"}
+)
+
+// keyRow is a pending key as a keys row, in keyColumns order.
+func keyRow(p *pendingKey) []any {
+	d := p.key.Describe()
+	digest := p.key.Digest()
+	return []any{p.fp, int16(d.Version), int64(d.KeyID), int32(d.KeyID32()), digest[:],
+		int16(d.Algorithm), int32(d.Bits), d.Curve, d.Created, nullTime(d.Expires), d.Revoked, p.key.Bytes()}
+}
+
+// unnestInsert is an INSERT of rows into table as unnested column
+// arrays, with its arguments.
+func unnestInsert(table string, cols, types []string, rows [][]any, suffix string) (string, []any) {
+	args := make([]any, len(cols))
+	casts := make([]string, len(cols))
+	for c := range cols {
+		col := make([]any, len(rows))
+		for r := range rows {
+			col[r] = rows[r][c]
+		}
+		args[c] = col
+		casts[c] = fmt.Sprintf("$%d::%s[]", c+1, types[c])
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") SELECT * FROM unnest(" +
+		strings.Join(casts, ", ") + ") " + suffix, args
+}
+
+// insertKeys inserts new keys and fills in their ids: a small batch as
+// one INSERT, a large one through COPY, so that a batch costs a few
+// round trips whatever its size.
+func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	if len(ps) <= smallBatch {
+		rows := make([][]any, len(ps))
+		for i, p := range ps {
+			rows[i] = keyRow(p)
+		}
+		sql, args := unnestInsert("keys", keyColumns, keyColumnTypes, rows, "ON CONFLICT DO NOTHING RETURNING id, fingerprint")
+		res, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("insert keys: %w", err)
+		}
+		return readInsertedIDs(res, ps)
+	}
+	// A large batch takes its ids from the sequence first and is copied
+	// straight into keys: one pass over the packets, no staging table. A
+	// key another writer inserted meanwhile violates the unique index,
+	// which fails the copy and reruns the batch with fresh reads.
+	res, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`, len(ps))
+	if err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	i := 0
+	for res.Next() {
+		if i < len(ps) {
+			if err := res.Scan(&ps[i].id); err != nil {
+				res.Close()
+				return fmt.Errorf("allocate key ids: %w", err)
+			}
+		}
+		i++
+	}
+	res.Close()
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	if i != len(ps) {
+		return fmt.Errorf("allocate key ids: got %d of %d", i, len(ps))
+	}
+	rows := make([][]any, len(ps))
+	for i, p := range ps {
+		rows[i] = append([]any{p.id}, keyRow(p)...)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+			return errInsertRace
+		}
+		return fmt.Errorf("copy keys: %w", err)
+	}
+	return nil
+}
+
+// readInsertedIDs reads an INSERT's RETURNING id, fingerprint into ps; a
+// key it did not insert lost a race with another writer.
+func readInsertedIDs(res pgx.Rows, ps []*pendingKey) error {
+	ids := map[string]int64{}
+	for res.Next() {
+		var id int64
+		var fp []byte
+		if err := res.Scan(&id, &fp); err != nil {
+			res.Close()
+			return fmt.Errorf("insert keys: %w", err)
+		}
+		ids[string(fp)] = id
+	}
+	res.Close()
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("insert keys: %w", err)
+	}
+	for _, p := range ps {
+		id, ok := ids[string(p.fp)]
+		if !ok {
+			return errInsertRace
+		}
+		p.id = id
+	}
+	return nil
+}
+
+// updateKeys rewrites changed keys and drops their old user IDs and
+// subkeys, which writeComponents writes anew.
+func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		d := p.key.Describe()
+		digest := p.key.Digest()
+		ids[i] = p.id
+		batch.Queue(`UPDATE keys SET digest = $2, packets = $3, version = $4, algorithm = $5, bits = $6, curve = $7,
+				created_at = $8, expires_at = $9, revoked = $10, modified_at = now() WHERE id = $1`,
+			p.id, digest[:], p.key.Bytes(), int16(d.Version), int16(d.Algorithm), int32(d.Bits), d.Curve,
+			d.Created, nullTime(d.Expires), d.Revoked)
+	}
+	batch.Queue("DELETE FROM user_ids WHERE key_ref = ANY($1)", ids)
+	batch.Queue("DELETE FROM subkeys WHERE key_ref = ANY($1)", ids)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("update keys: %w", err)
+	}
+	return nil
+}
+
+// writeComponents writes the user IDs and subkeys of changed keys: for a
+// small batch as one round trip of INSERTs, for a large one through COPY.
+func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	var uids, subs [][]any
+	for _, p := range ps {
+		d := p.key.Describe()
+		for i, u := range d.UserIDs {
+			uids = append(uids, []any{p.id, int32(i), cleanText(u.Text), cleanText(u.Email),
+				nullTime(u.Created), nullTime(u.Expires), u.Revoked, u.Primary})
+		}
+		for _, sk := range d.Subkeys {
+			subs = append(subs, []any{p.id, sk.Fingerprint, int64(sk.KeyID), int32(sk.KeyID32()),
+				int16(sk.Algorithm), int32(sk.Bits), sk.Curve, sk.Created, nullTime(sk.Expires), sk.Revoked,
+				sk.Capabilities.Sign, sk.Capabilities.Encrypt, sk.Capabilities.Authenticate})
+		}
+	}
+	subs = dedupeSubkeys(subs)
+	uidCols := []string{"key_ref", "position", "uid", "email", "created_at", "expires_at", "revoked", "is_primary"}
+	subCols := []string{"key_ref", "fingerprint", "long_id", "short_id", "algorithm", "bits", "curve",
+		"created_at", "expires_at", "revoked", "can_sign", "can_encrypt", "can_authenticate"}
+	if len(ps) <= smallBatch {
+		batch := &pgx.Batch{}
+		if len(uids) > 0 {
+			sql, args := unnestInsert("user_ids", uidCols,
+				[]string{"int8", "int4", "text", "text", "timestamptz", "timestamptz", "bool", "bool"}, uids, "")
+			batch.Queue(sql, args...)
+		}
+		if len(subs) > 0 {
+			sql, args := unnestInsert("subkeys", subCols,
+				[]string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}, subs, "")
+			batch.Queue(sql, args...)
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("insert user IDs and subkeys: %w", err)
+		}
+		return nil
+	}
+	if len(uids) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"}, uidCols, pgx.CopyFromRows(uids)); err != nil {
+			return fmt.Errorf("copy user IDs: %w", err)
+		}
+	}
+	if len(subs) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subCols, pgx.CopyFromRows(subs)); err != nil {
+			return fmt.Errorf("copy subkeys: %w", err)
+		}
+	}
+	return nil
+}
+
+// dedupeSubkeys drops a repeated (key, subkey fingerprint) pair: a key may
+// carry the same subkey packet twice under different bindings only in
+// malformed input, and the index needs it once.
+func dedupeSubkeys(rows [][]any) [][]any {
+	seen := map[string]bool{}
+	out := rows[:0]
+	for _, r := range rows {
+		k := fmt.Sprint(r[0]) + ":" + string(r[1].([]byte))
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// nullTime maps the zero time ("never") to SQL NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// cleanText makes a user ID storable as PostgreSQL text: valid UTF-8 and
+// no NUL bytes. The packets keep the original bytes.
+func cleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
