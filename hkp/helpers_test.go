@@ -19,6 +19,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/keys/inprocess"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
@@ -47,10 +48,13 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newTestServer starts a server on a fresh database.
+// newTestServer starts a server on a fresh in-memory key store
+// (identity/keys/inprocess); the tests of what PostgreSQL adds (other
+// nodes' notifications, verified emails) start theirs on a database with
+// newTestServerOn.
 func newTestServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
-	return newTestServerOn(t, pgtest.NewStore(t), opts)
+	return newTestServerOn(t, inprocess.New(inprocess.Options{}), opts)
 }
 
 // newTestServerOn starts a server on st, with uploads through a keys
