@@ -1,0 +1,123 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/keys/inprocess"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
+	"github.com/kith-keyserver/kith/recon"
+	"github.com/kith-keyserver/kith/recon/node"
+)
+
+// testKey is a fresh key as a peer serves it.
+func testKey(t *testing.T, seed int64) []byte {
+	t.Helper()
+	e, err := keygen.NewEd25519("Peer Key", "peer@example.org", time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := keygen.Serialize(&b, e); err != nil {
+		t.Fatal(err)
+	}
+	k, err := pgp.ParseKey(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, _, err := pgp.DefaultPolicy().Apply(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return applied.Bytes()
+}
+
+// TestStoreFetchedRemembersOnlyFinalRefusals: a fetched key is stored
+// through the upload path; one that brings nothing new, or that is
+// blocked, is refused and remembered for every node; one the upload
+// policy refuses is refused but not remembered (its key may be proven
+// later).
+func TestStoreFetchedRemembersOnlyFinalRefusals(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	st := inprocess.New(inprocess.Options{})
+	store := node.StoreFetched(st, keys.NewService(st, keys.Options{}), log)
+	remembered := func(b []byte) bool {
+		k, err := pgp.ParseKey(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.RefusedDigests(ctx, [][16]byte{k.Digest()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[k.Digest()]
+	}
+
+	fresh := testKey(t, 1)
+	if err := store(ctx, fresh); err != nil {
+		t.Fatalf("a new key: %v", err)
+	}
+	if err := store(ctx, fresh); !errors.Is(err, recon.ErrUnchanged) || !remembered(fresh) {
+		t.Errorf("the same key again: %v, remembered %v", err, remembered(fresh))
+	}
+
+	blocked := testKey(t, 2)
+	k, _ := pgp.ParseKey(blocked)
+	if _, err := st.AddBlock(ctx, identity.Block{Fingerprint: k.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store(ctx, blocked); !errors.Is(err, recon.ErrRejected) || !remembered(blocked) {
+		t.Errorf("a blocked key: %v, remembered %v", err, remembered(blocked))
+	}
+
+	mirror := node.StoreFetched(st, keys.NewService(st, keys.Options{Uploads: keys.UploadsOff}), log)
+	other := testKey(t, 3)
+	if err := mirror(ctx, other); !errors.Is(err, recon.ErrRejected) || remembered(other) {
+		t.Errorf("a key the upload policy refuses: %v, remembered %v", err, remembered(other))
+	}
+
+	if err := store(ctx, []byte("not a key")); !errors.Is(err, recon.ErrRejected) {
+		t.Errorf("unreadable bytes: %v", err)
+	}
+}
+
+// TestFollowStoreKeepsTheTreeCurrent: the tree holds the store's digests
+// when FollowStore returns, and follows the changes made after.
+func TestFollowStoreKeepsTheTreeCurrent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := inprocess.New(inprocess.Options{})
+	before, _ := pgp.ParseKey(testKey(t, 4))
+	if _, err := st.AddKey(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := node.FollowStore(ctx, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tree.Has(before.Digest()) || tree.Len() != 1 {
+		t.Fatalf("the tree holds %d digests", tree.Len())
+	}
+	after, _ := pgp.ParseKey(testKey(t, 5))
+	if _, err := st.AddKey(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddBlock(ctx, identity.Block{Fingerprint: before.Fingerprint()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !tree.Has(after.Digest()) || tree.Has(before.Digest()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tree did not follow: has the new key %v, the removed one %v", tree.Has(after.Digest()), tree.Has(before.Digest()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
