@@ -125,7 +125,7 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 				return err
 			}
 		}
-		out, err := ks.Block(ctx, identity.Block{Fingerprint: fp, PacketHash: hash, KeepRevocations: *keep,
+		out, err := ks.AddBlock(ctx, identity.Block{Fingerprint: fp, PacketHash: hash, KeepRevocations: *keep,
 			Origin: identity.BlockByOperator, Reason: *reason, Actor: actor})
 		if errors.Is(err, identity.ErrAlreadyBlocked) {
 			return fmt.Errorf("block: %X is already blocked (kith block list)", fp)

@@ -89,7 +89,11 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), ca, certPolicy)
+	// The identity Service's blocks (an owner's deletion) go through the
+	// keys Service, built below over the identity Service, so that they
+	// drop this node's cached answers as any key change does.
+	blocks := &keyBlocklist{}
+	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), blocks, ca, certPolicy)
 	if err != nil {
 		return err
 	}
@@ -113,6 +117,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// The one upload path of OpenPGP keys, for every frontend and recon.
 	ks := keys.NewService(st.Store, keys.Options{Policy: policy, Uploads: keys.UploadPolicy(cfg.HKP.Uploads),
 		Identities: svc, Logger: log.With("component", "keys")})
+	blocks.keys = ks
 	var peers *recon.Manager
 	if reconLn != nil {
 		if peers, err = startRecon(ctx, cfg, st.Store, ks, reconLn, ln.Addr().String(), log, reg); err != nil {
@@ -174,7 +179,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 // newIdentityService builds the node's one identity service over st.
 func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy) (*identity.Service, error) {
-	return newIdentityServiceWithCA(st, server, hosts, nil, identity.CertificatePolicy{})
+	return newIdentityServiceWithCA(st, server, hosts, st, nil, identity.CertificatePolicy{})
 }
 
 // newToolKeyService builds the write path of OpenPGP keys over st for a
@@ -189,15 +194,27 @@ func newToolKeyService(st *postgres.Store, cfg Config, policy pgp.Policy, log *s
 	return keys.NewService(st, keys.Options{Policy: policy, Identities: ids, Logger: log}), nil
 }
 
-// newIdentityServiceWithCA is newIdentityService whose Service issues SSH
-// certificates with ca (nil: none) under policy.
-func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
-	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: st, Hosts: hosts,
+// newIdentityServiceWithCA is newIdentityService whose Service adds
+// blocks through blocks and issues SSH certificates with ca (nil: none)
+// under policy.
+func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, blocks identity.Blocklist,
+	ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
+	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: blocks, Hosts: hosts,
 		CA: ca, Certificates: policy})
 	if err != nil {
 		return nil, err
 	}
 	return svc, nil
+}
+
+// keyBlocklist is the identity Service's blocklist in kith serve: the
+// keys Service, which is built after the identity Service it refreshes
+// links through and set here before serving starts.
+type keyBlocklist struct{ keys *keys.Service }
+
+// AddBlock implements identity.Blocklist.
+func (b *keyBlocklist) AddBlock(ctx context.Context, blk identity.Block) (identity.BlockOutcome, error) {
+	return b.keys.AddBlock(ctx, blk)
 }
 
 // startGate answers 503 "starting" until open hands it the server's

@@ -3,7 +3,8 @@
 // `kith repair`, `kith block`) goes through it, so the order of the steps
 // is written once: the key policy with the store's issuers, the upload
 // policy, merge and store, then the identity links the changed keys carry
-// and the subscribers (this node's caches) before the call returns.
+// and the subscribers (this node's caches) before the call returns. Blocks
+// (an operator's, an owner's deletion) take the same way out.
 
 package keys
 
@@ -212,10 +213,24 @@ func (s *Service) AddKeys(ctx context.Context, batch []*pgp.Key) ([]Change, erro
 	return changes, nil
 }
 
-// Block adds b to the blocklist and applies it to the stored key (kith
-// block), then refreshes the links of the key, which may carry fewer now.
-// Every node's caches learn of the change from its notification.
-func (s *Service) Block(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
+// AddBlock adds b to the blocklist and applies it to the stored key (kith
+// block, and an owner's deletion: it is the identity Service's
+// identity.Blocklist), then refreshes the links of the key, which may
+// carry fewer now, and tells the subscribers of the key as it was, so
+// that this node serves no answer holding what was blocked once AddBlock
+// returns. Other nodes learn of the change from its notification.
+func (s *Service) AddBlock(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	var before []Stored
+	if len(subs) > 0 {
+		// What the subscribers' answers may hold: the key before the block.
+		var err error
+		if before, _, err = s.store.FindKeys(ctx, Query{Fingerprints: [][]byte{b.Fingerprint}, Limit: 1}); err != nil {
+			return "", fmt.Errorf("keys: block %X: %w", b.Fingerprint, err)
+		}
+	}
 	out, err := s.store.AddBlock(ctx, b)
 	if err != nil {
 		return out, err
@@ -223,6 +238,16 @@ func (s *Service) Block(ctx context.Context, b identity.Block) (identity.BlockOu
 	switch out {
 	case identity.BlockKeyRemoved, identity.BlockKeyTombstoned, identity.BlockKeyCleaned:
 		s.syncLinks(ctx, [][]byte{b.Fingerprint})
+		for _, st := range before {
+			k, err := pgp.ParseKey(st.Packets)
+			if err != nil {
+				s.log.Warn("keys: block: the stored key does not parse", "fingerprint", fmt.Sprintf("%X", b.Fingerprint), "err", err)
+				continue
+			}
+			for _, sub := range subs {
+				sub.KeysChanged(ctx, []*pgp.Key{k})
+			}
+		}
 	}
 	return out, nil
 }

@@ -176,11 +176,13 @@ func TestUploadRefusals(t *testing.T) {
 	}
 }
 
-func TestAddKeysAndBlockRefreshTheLinksOfWhatChanged(t *testing.T) {
+func TestAddKeysAndAddBlockRefreshLinksAndTellSubscribers(t *testing.T) {
 	ctx := context.Background()
 	st := inprocess.New(inprocess.Options{})
 	ids := &identities{}
 	svc := keys.NewService(st, keys.Options{Identities: ids})
+	sub := &subscriber{}
+	svc.Subscribe(sub)
 	a, b := testKey(t, 3), testKey(t, 4)
 	var batch []*pgp.Key
 	for _, k := range []*pgp.Key{a, b} {
@@ -194,15 +196,18 @@ func TestAddKeysAndBlockRefreshTheLinksOfWhatChanged(t *testing.T) {
 	if err != nil || !slices.Equal(changes, []keys.Change{keys.Inserted, keys.Inserted}) {
 		t.Fatalf("add keys: %v, %v", changes, err)
 	}
-	if got := ids.takeSynced(); len(got) != 2 {
-		t.Errorf("links refreshed for %d keys, want 2", len(got))
+	if got, told := ids.takeSynced(), sub.take(); len(got) != 2 || len(told) != 2 {
+		t.Errorf("links refreshed for %d keys and the subscriber told of %d, want 2", len(got), len(told))
 	}
-	out, err := svc.Block(ctx, identity.Block{Fingerprint: a.Fingerprint(), Origin: identity.BlockByOperator})
+	out, err := svc.AddBlock(ctx, identity.Block{Fingerprint: a.Fingerprint(), Origin: identity.BlockByOperator})
 	if err != nil || out != identity.BlockKeyRemoved {
 		t.Fatalf("block: %q, %v", out, err)
 	}
 	if got := ids.takeSynced(); !slices.EqualFunc(got, [][]byte{a.Fingerprint()}, bytes.Equal) {
 		t.Errorf("after the block, links refreshed for %x", got)
+	}
+	if told := sub.take(); !slices.EqualFunc(told, [][]byte{a.Fingerprint()}, bytes.Equal) {
+		t.Errorf("after the block, the subscriber was told of %x", told)
 	}
 	if res, err := svc.Upload(ctx, a, keys.UploadOptions{}); err != nil || res.Change != keys.Blocked {
 		t.Errorf("upload of a blocked key: %v, %v", res.Change, err)
