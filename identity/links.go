@@ -102,8 +102,8 @@ func (s *Service) syncKeyLinks(ctx context.Context, tx Tx, f Factor, key []byte,
 // SyncKey records what the stored OpenPGP key with fingerprint fp now
 // carries (new auth subkeys and user IDs, and the end of those it lost),
 // when the key is linked to some identity; otherwise it does nothing. The
-// key store calls it for every key that changed, whoever changed it
-// (identity/postgres.Store.OnKeysChanged), so no upload path can forget
+// keys Service (identity/keys), the one upload path, calls it (through
+// SyncKeys) for every key a write changed, so no upload path can forget
 // it; running it again for an unchanged key appends nothing.
 func (s *Service) SyncKey(ctx context.Context, fp []byte) error {
 	f := PGPFactor(fp)
