@@ -4,17 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
 	"runtime"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -41,7 +38,7 @@ type Config struct {
 	LogLevel         string `toml:"log_level"`
 	// ShutdownTimeout bounds how long in-flight requests may take to
 	// finish after SIGINT or SIGTERM.
-	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	ShutdownTimeout settings.Duration `toml:"shutdown_timeout"`
 	// PostgresUser runs the embedded cluster when Kith runs as root.
 	PostgresUser string `toml:"postgres_user"`
 	// ChallengesPerMinute caps how many identity challenges one client IP
@@ -76,7 +73,7 @@ type HostsConfig struct {
 	// Names are the host names that may be claimed as host identities:
 	// exact names ("git.example.org") and "*.DOMAIN" for every name
 	// below DOMAIN. Empty: none (no host keys are published).
-	Names StringList `toml:"names"`
+	Names settings.StringList `toml:"names"`
 }
 
 // hostPolicy is the parsed hosts.names (validate has checked it).
@@ -96,8 +93,8 @@ type SSHCAConfig struct {
 	KeyFile string `toml:"key_file"`
 	// Validity is how long a certificate is valid unless the request
 	// asks for less; MaxValidity the longest a request may ask for.
-	Validity    Duration `toml:"validity"`
-	MaxValidity Duration `toml:"max_validity"`
+	Validity    settings.Duration `toml:"validity"`
+	MaxValidity settings.Duration `toml:"max_validity"`
 	// CertificatesPerHour caps how many certificates one identity gets
 	// in an hour; negative means no cap.
 	CertificatesPerHour int `toml:"certificates_per_hour"`
@@ -107,8 +104,8 @@ type SSHCAConfig struct {
 	// CriticalOptions ("force-command=CMD", "source-address=CIDR,...",
 	// "verify-required") and Extensions ("permit-pty", ...) go into every
 	// certificate.
-	CriticalOptions StringList `toml:"critical_options"`
-	Extensions      StringList `toml:"extensions"`
+	CriticalOptions settings.StringList `toml:"critical_options"`
+	Extensions      settings.StringList `toml:"extensions"`
 }
 
 // TransparencyLogConfig is the [log] section.
@@ -137,7 +134,7 @@ type SMTPConfig struct {
 // WKDConfig is the [wkd] section.
 type WKDConfig struct {
 	// Domains are the mail domains whose Web Key Directory Kith serves.
-	Domains StringList `toml:"domains"`
+	Domains settings.StringList `toml:"domains"`
 }
 
 // HKPConfig is the [hkp] section.
@@ -154,16 +151,12 @@ type HKPConfig struct {
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
 }
 
-// StringList is a list of strings: a TOML array, or comma-separated in a
-// flag or variable.
-type StringList []string
-
 // WebConfig is the [web] section.
 type WebConfig struct {
 	// SessionLifetime is how long a login lasts.
-	SessionLifetime Duration `toml:"session_lifetime"`
+	SessionLifetime settings.Duration `toml:"session_lifetime"`
 	// SessionIdle ends a session unused this long; zero never does.
-	SessionIdle Duration `toml:"session_idle"`
+	SessionIdle settings.Duration `toml:"session_idle"`
 	// SecureCookies marks cookies Secure, for a server behind a
 	// TLS-terminating proxy (they are Secure anyway when public_url is
 	// https).
@@ -184,7 +177,7 @@ type ReconConfig struct {
 	// Listen is the recon address; "off" disables recon.
 	Listen string `toml:"listen"`
 	// Interval is the mean time between gossip rounds.
-	Interval Duration `toml:"interval"`
+	Interval settings.Duration `toml:"interval"`
 	// Peers is the membership list, [[recon.peer]] tables.
 	Peers []ReconPeer `toml:"peer"`
 }
@@ -217,103 +210,78 @@ func defaultConfig() Config {
 		DataDir:             "./kith-data",
 		LogFormat:           "text",
 		LogLevel:            "info",
-		ShutdownTimeout:     Duration(30 * time.Second),
+		ShutdownTimeout:     settings.Duration(30 * time.Second),
 		PostgresUser:        "postgres",
 		DatabaseMaxConns:    defaultMaxConns(),
 		ChallengesPerMinute: 30,
 		Recon: ReconConfig{
 			Listen:   "127.0.0.1:11370",
-			Interval: Duration(60 * time.Second),
+			Interval: settings.Duration(60 * time.Second),
 		},
-		Web:  WebConfig{SessionLifetime: Duration(30 * 24 * time.Hour)},
+		Web:  WebConfig{SessionLifetime: settings.Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true},
 		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
 		SSHCA: SSHCAConfig{
-			Validity:            Duration(identity.DefaultCertificateValidity),
-			MaxValidity:         Duration(identity.DefaultMaxCertificateValidity),
+			Validity:            settings.Duration(identity.DefaultCertificateValidity),
+			MaxValidity:         settings.Duration(identity.DefaultMaxCertificateValidity),
 			CertificatesPerHour: identity.DefaultCertificatesPerHour,
 			// What ssh-keygen -s grants unless told otherwise.
-			Extensions: StringList{"permit-X11-forwarding", "permit-agent-forwarding", "permit-port-forwarding", "permit-pty", "permit-user-rc"},
+			Extensions: settings.StringList{"permit-X11-forwarding", "permit-agent-forwarding", "permit-port-forwarding", "permit-pty", "permit-user-rc"},
 		},
 	}
 }
 
-// Duration is a time.Duration written as in Go ("60s", "1m30s").
-type Duration time.Duration
+// setting is one row of the table: TOML key, flag usage, and the field
+// it sets. It is settings.Setting, named here so that the table's rows
+// stay one line each.
+type setting settings.Setting[Config]
 
-// UnmarshalText parses a duration such as "60s".
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return err
-	}
-	if v < 0 {
-		return fmt.Errorf("negative duration %s", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// String formats the duration as time.Duration does.
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// setting is one scalar setting, reachable by TOML key, flag and
-// environment variable alike.
-type setting struct {
-	key   string // TOML key; the flag is the key with '_' and '.' as '-'
-	usage string
-	bind  func(*Config) flag.Value
-}
-
-func (s setting) flagName() string {
-	return strings.NewReplacer("_", "-", ".", "-").Replace(s.key)
-}
-
-func (s setting) envName() string {
-	return "KITH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(s.key))
-}
-
-// settings lists the scalar settings of the server and the tools that
+// kithSettings lists the scalar settings of the server and the tools that
 // share its store.
-func settings() []setting {
-	return []setting{
-		{"listen", "HTTP `address` for HKP, the web pages and the API", func(c *Config) flag.Value { return (*stringValue)(&c.Listen) }},
-		{"public_url", "`URL` clients reach this server at, named in the statements people sign; empty means http://LISTEN", func(c *Config) flag.Value { return (*stringValue)(&c.PublicURL) }},
-		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*stringValue)(&c.DataDir) }},
-		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*stringValue)(&c.DatabaseURL) }},
-		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*intValue)(&c.DatabaseMaxConns) }},
-		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/; empty means off", func(c *Config) flag.Value { return (*stringValue)(&c.DebugListen) }},
-		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*stringValue)(&c.LogFormat) }},
-		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*stringValue)(&c.LogLevel) }},
-		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*durationValue)(&c.ShutdownTimeout) }},
-		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*stringValue)(&c.PostgresUser) }},
-		{"challenges_per_minute", "identity challenges one client IP may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*intValue)(&c.ChallengesPerMinute) }},
-		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*stringValue)(&c.Recon.Listen) }},
-		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Recon.Interval) }},
-		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionLifetime) }},
-		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*durationValue)(&c.Web.SessionIdle) }},
-		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*boolValue)(&c.Web.SecureCookies) }},
-		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Web.CookieKeyFile) }},
-		{"smtp.address", "mail server `host:port` for verification mails; empty writes them to DATA_DIR/outbox", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.Address) }},
-		{"smtp.from", "sender `address` of verification mails; empty means kith@ the public URL's host", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.From) }},
-		{"smtp.username", "SMTP `user` (PLAIN over TLS); empty sends without authenticating", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.Username) }},
-		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*stringValue)(&c.SMTP.PasswordFile) }},
-		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*boolValue)(&c.SMTP.StartTLS) }},
-		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*listValue)(&c.WKD.Domains) }},
-		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*listValue)(&c.Hosts.Names) }},
-		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*intValue)(&c.HKP.MaxAnswerBytes) }},
-		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.EmailLookup) }},
-		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.Log.KeyFile) }},
-		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*boolValue)(&c.SSHCA.Enabled) }},
-		{"ssh_ca.key_file", "`file` with the SSH CA's Ed25519 key (32-byte seed or unencrypted OpenSSH private key); empty means one kept in the database for every node", func(c *Config) flag.Value { return (*stringValue)(&c.SSHCA.KeyFile) }},
-		{"ssh_ca.validity", "how long (a `duration`) a certificate is valid unless the request asks for less", func(c *Config) flag.Value { return (*durationValue)(&c.SSHCA.Validity) }},
-		{"ssh_ca.max_validity", "the longest validity (a `duration`, at most 168h) a request may ask for", func(c *Config) flag.Value { return (*durationValue)(&c.SSHCA.MaxValidity) }},
-		{"ssh_ca.certificates_per_hour", "certificates one identity may get an hour (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*intValue)(&c.SSHCA.CertificatesPerHour) }},
-		{"ssh_ca.principals_file", "`file` of extra principals per identity: lines of \"handle principal...\"", func(c *Config) flag.Value { return (*stringValue)(&c.SSHCA.PrincipalsFile) }},
-		{"ssh_ca.critical_options", "critical `options` of every certificate (comma-separated: force-command=CMD, source-address=CIDR, verify-required)", func(c *Config) flag.Value { return (*listValue)(&c.SSHCA.CriticalOptions) }},
-		{"ssh_ca.extensions", "`extensions` of every certificate (comma-separated; default those ssh-keygen grants)", func(c *Config) flag.Value { return (*listValue)(&c.SSHCA.Extensions) }},
-		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*stringValue)(&c.HKP.Uploads) }},
+func kithSettings() []settings.Setting[Config] {
+	rows := []setting{
+		{"listen", "HTTP `address` for HKP, the web pages and the API", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Listen) }},
+		{"public_url", "`URL` clients reach this server at, named in the statements people sign; empty means http://LISTEN", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PublicURL) }},
+		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DataDir) }},
+		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DatabaseURL) }},
+		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.DatabaseMaxConns) }},
+		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/; empty means off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DebugListen) }},
+		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*settings.StringValue)(&c.LogFormat) }},
+		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*settings.StringValue)(&c.LogLevel) }},
+		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.ShutdownTimeout) }},
+		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PostgresUser) }},
+		{"challenges_per_minute", "identity challenges one client IP may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.ChallengesPerMinute) }},
+		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Recon.Listen) }},
+		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Recon.Interval) }},
+		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Web.SessionLifetime) }},
+		{"web.session_idle", "end sessions unused this long (a `duration`; 0 never)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Web.SessionIdle) }},
+		{"web.secure_cookies", "mark cookies Secure (behind a TLS-terminating proxy; always so when public_url is https)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.Web.SecureCookies) }},
+		{"web.cookie_key_file", "`file` with the 32-byte key sealing cookies; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Web.CookieKeyFile) }},
+		{"smtp.address", "mail server `host:port` for verification mails; empty writes them to DATA_DIR/outbox", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.Address) }},
+		{"smtp.from", "sender `address` of verification mails; empty means kith@ the public URL's host", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.From) }},
+		{"smtp.username", "SMTP `user` (PLAIN over TLS); empty sends without authenticating", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.Username) }},
+		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.PasswordFile) }},
+		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SMTP.StartTLS) }},
+		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*settings.ListValue)(&c.WKD.Domains) }},
+		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*settings.ListValue)(&c.Hosts.Names) }},
+		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxAnswerBytes) }},
+		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.EmailLookup) }},
+		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Log.KeyFile) }},
+		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SSHCA.Enabled) }},
+		{"ssh_ca.key_file", "`file` with the SSH CA's Ed25519 key (32-byte seed or unencrypted OpenSSH private key); empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SSHCA.KeyFile) }},
+		{"ssh_ca.validity", "how long (a `duration`) a certificate is valid unless the request asks for less", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.SSHCA.Validity) }},
+		{"ssh_ca.max_validity", "the longest validity (a `duration`, at most 168h) a request may ask for", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.SSHCA.MaxValidity) }},
+		{"ssh_ca.certificates_per_hour", "certificates one identity may get an hour (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.SSHCA.CertificatesPerHour) }},
+		{"ssh_ca.principals_file", "`file` of extra principals per identity: lines of \"handle principal...\"", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SSHCA.PrincipalsFile) }},
+		{"ssh_ca.critical_options", "critical `options` of every certificate (comma-separated: force-command=CMD, source-address=CIDR, verify-required)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.CriticalOptions) }},
+		{"ssh_ca.extensions", "`extensions` of every certificate (comma-separated; default those ssh-keygen grants)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.Extensions) }},
+		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.Uploads) }},
 	}
+	out := make([]settings.Setting[Config], len(rows))
+	for i, r := range rows {
+		out[i] = settings.Setting[Config](r)
+	}
+	return out
 }
 
 // auxiliaryEnv reports whether a KITH_* variable is expected although it
@@ -357,116 +325,37 @@ func loadToolConfig(fs *flag.FlagSet, args []string, environ []string, extra ...
 // loadConfigFlags is loadConfig with flags for the settings in flagged
 // only (nil: all).
 func loadConfigFlags(fs *flag.FlagSet, args []string, environ []string, flagged map[string]bool) (Config, []string, error) {
-	cfg := defaultConfig()
-	all := settings()
-	var configFile string
-	fs.StringVar(&configFile, "config", "", "TOML configuration `file` (env KITH_CONFIG)")
-	// Flags parse into a scratch Config; only the ones given are applied,
-	// after the file and the environment.
-	scratch := defaultConfig()
-	for _, s := range all {
-		if flagged == nil || flagged[s.key] {
-			fs.Var(s.bind(&scratch), s.flagName(), fmt.Sprintf("%s (env %s, file key %s)", s.usage, s.envName(), s.key))
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		return cfg, nil, err
-	}
-	env := map[string]string{}
-	for _, kv := range environ {
-		// An empty variable counts as unset, as in most tools.
-		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && strings.HasPrefix(k, "KITH_") {
-			env[k] = v
-		}
-	}
-	if configFile == "" {
-		configFile = env["KITH_CONFIG"]
-	}
-	if configFile != "" {
-		if err := readConfigFile(configFile, &cfg); err != nil {
-			return cfg, nil, err
-		}
-	}
-	known := map[string]setting{"KITH_CONFIG": {}}
-	// Variables the file names as holding a provider's client secret.
-	for _, p := range cfg.OIDC.Providers {
-		if p.ClientSecretEnv != "" {
-			known[p.ClientSecretEnv] = setting{}
-		}
-	}
-	for _, s := range all {
-		known[s.envName()] = s
-	}
-	var names []string
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		s, ok := known[k]
-		if !ok {
-			if auxiliaryEnv(k) {
-				continue
-			}
-			return cfg, nil, fmt.Errorf("unknown setting in environment: %s", k)
-		}
-		if s.bind == nil {
-			continue
-		}
-		if err := s.bind(&cfg).Set(env[k]); err != nil {
-			return cfg, nil, fmt.Errorf("setting %s (%s): %w", s.key, k, err)
-		}
-	}
-	var flagErr error
-	fs.Visit(func(f *flag.Flag) {
-		for _, s := range all {
-			if s.flagName() == f.Name && flagErr == nil {
-				if err := s.bind(&cfg).Set(f.Value.String()); err != nil {
-					flagErr = fmt.Errorf("setting %s (--%s): %w", s.key, f.Name, err)
-				}
-			}
-		}
-	})
-	if flagErr != nil {
-		return cfg, nil, flagErr
-	}
-	if err := cfg.validate(); err != nil {
-		return cfg, nil, err
-	}
-	return cfg, fs.Args(), nil
+	return settingTable().Load(fs, args, environ, flagged)
 }
 
-// readConfigFile decodes a TOML file into cfg, refusing keys it does not
-// know.
-func readConfigFile(path string, cfg *Config) error {
-	md, err := toml.DecodeFile(path, cfg)
-	if err != nil {
-		var perr toml.ParseError
-		if errors.As(err, &perr) {
-			if perr.LastKey != "" {
-				return fmt.Errorf("config file %s: line %d: setting %s: %s", path, perr.Position.Line, perr.LastKey, perr.Message)
+// settingTable is how the kith binary loads its settings.
+func settingTable() settings.Table[Config] {
+	return settings.Table[Config]{
+		EnvPrefix: "KITH_",
+		FileEnv:   "KITH_CONFIG",
+		Settings:  kithSettings(),
+		Defaults:  defaultConfig,
+		Expected: func(cfg *Config, name string) bool {
+			// Variables the file names as holding a provider's client
+			// secret.
+			for _, p := range cfg.OIDC.Providers {
+				if p.ClientSecretEnv == name {
+					return true
+				}
 			}
-			return fmt.Errorf("config file %s: line %d: %s", path, perr.Position.Line, perr.Message)
-		}
-		return fmt.Errorf("config file %s: %w", path, err)
+			return auxiliaryEnv(name)
+		},
+		Validate: Config.validate,
 	}
-	if un := md.Undecoded(); len(un) > 0 {
-		keys := make([]string, len(un))
-		for i, k := range un {
-			keys[i] = k.String()
-		}
-		return fmt.Errorf("config file %s: unknown setting %s", path, strings.Join(keys, ", "))
-	}
-	return nil
 }
 
 // validate checks every setting and names the one that is wrong.
 func (c Config) validate() error {
-	if err := validateListen(c.Listen); err != nil {
+	if err := settings.CheckHostPort(c.Listen); err != nil {
 		return fmt.Errorf("setting listen: %w", err)
 	}
 	if c.DebugListen != "" {
-		if err := validateLoopback(c.DebugListen); err != nil {
+		if err := settings.CheckLoopback(c.DebugListen); err != nil {
 			return fmt.Errorf("setting debug_listen: %w", err)
 		}
 	}
@@ -493,7 +382,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("setting log_level: %w", err)
 	}
 	if c.Recon.Listen != "off" {
-		if err := validateListen(c.Recon.Listen); err != nil {
+		if err := settings.CheckHostPort(c.Recon.Listen); err != nil {
 			return fmt.Errorf("setting recon.listen: %w", err)
 		}
 	}
@@ -525,7 +414,7 @@ func (c Config) validate() error {
 		return err
 	}
 	for i, p := range c.Recon.Peers {
-		if err := validateListen(p.Address); err != nil {
+		if err := settings.CheckHostPort(p.Address); err != nil {
 			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)
 		}
 		if p.HTTP != "" {
@@ -535,91 +424,6 @@ func (c Config) validate() error {
 			}
 		}
 	}
-	return nil
-}
-
-// validateListen checks a host:port address with a numeric port.
-func validateListen(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
-	}
-	return nil
-}
-
-// validateLoopback checks a host:port address whose host is a loopback IP
-// or localhost: what only this machine may reach.
-func validateLoopback(addr string) error {
-	if err := validateListen(addr); err != nil {
-		return err
-	}
-	host, _, _ := net.SplitHostPort(addr)
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%q: host must be a loopback address such as 127.0.0.1", addr)
-	}
-	return nil
-}
-
-type stringValue string
-
-func (v *stringValue) String() string     { return string(*v) }
-func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
-
-type intValue int
-
-func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", s)
-	}
-	*v = intValue(n)
-	return nil
-}
-
-type boolValue bool
-
-func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
-func (v *boolValue) IsBoolFlag() bool { return true }
-func (v *boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return fmt.Errorf("%q is not true or false", s)
-	}
-	*v = boolValue(b)
-	return nil
-}
-
-type listValue StringList
-
-func (v *listValue) String() string { return strings.Join(*v, ",") }
-func (v *listValue) Set(s string) error {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	*v = out
-	return nil
-}
-
-type durationValue Duration
-
-func (v *durationValue) String() string { return Duration(*v).String() }
-func (v *durationValue) Set(s string) error {
-	var d Duration
-	if err := d.UnmarshalText([]byte(s)); err != nil {
-		return err
-	}
-	*v = durationValue(d)
 	return nil
 }
 

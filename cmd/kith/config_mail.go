@@ -12,13 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/identity/mail"
 )
 
 // validateMail checks the [smtp], [wkd] and [hkp] settings.
 func (c Config) validateMail() error {
 	if c.SMTP.Address != "" {
-		if err := validateListen(c.SMTP.Address); err != nil {
+		if err := settings.CheckHostPort(c.SMTP.Address); err != nil {
 			return fmt.Errorf("setting smtp.address: %w", err)
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kith-keyserver/kith/cmd/internal/settings"
+
 	"context"
 	"log/slog"
 	"net"
@@ -62,7 +64,7 @@ func newReconNode(t testing.TB, ctx context.Context, stored []*pgp.Key) *reconNo
 func (n *reconNode) start(t testing.TB, ctx context.Context, reconAddr, httpURL string) {
 	t.Helper()
 	cfg := defaultConfig()
-	cfg.Recon.Interval = Duration(time.Hour) // rounds are started by the test
+	cfg.Recon.Interval = settings.Duration(time.Hour) // rounds are started by the test
 	cfg.Recon.Peers = []ReconPeer{{Address: reconAddr, HTTP: httpURL}}
 	m, err := startRecon(ctx, cfg, n.store, n.keys, n.reconLn, n.http.Listener.Addr().String(),
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
@@ -164,7 +165,7 @@ func TestReconFollowsTheUploadPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := defaultConfig()
-			cfg.Recon.Interval = Duration(time.Hour)
+			cfg.Recon.Interval = settings.Duration(time.Hour)
 			cfg.Recon.Peers = []ReconPeer{{Address: peer.reconLn.Addr().String(), HTTP: peer.http.URL}}
 			ks := keys.NewService(local.store, keys.Options{Policy: pgp.DefaultPolicy(), Uploads: policy, Identities: svc,
 				Logger: slog.New(slog.DiscardHandler)})
