@@ -9,15 +9,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
-	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/tlog"
-	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web/api"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
@@ -47,62 +43,30 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if *file != "" && (*stateFile != "" || *logKeyFlag != "") {
 		return misuse(env, "verify-log", "--state and --log-key check a server's checkpoint; they need --server")
 	}
-	var arts map[int64][]identity.Artifact
+	var audit client.LogAudit
 	if *artifactsFile != "" {
 		var err error
-		if arts, err = readArtifacts(*artifactsFile); err != nil {
+		if audit.Artifacts, err = client.ReadArtifacts(*artifactsFile); err != nil {
 			return err
 		}
 	}
-	var v verify.LogVerifier
-	var tree tlog.MemTree
-	failed, revealed := 0, 0
 	check := func(r api.LogRecord) {
-		e, err := r.Evidence()
-		if err != nil {
-			fmt.Fprintf(env.stdout, "record %d: FAIL: undecodable: %v\n", r.Seq, err)
-			failed++
-			return
-		}
-		if a := arts[e.Seq]; len(a) > 0 {
-			// The artifacts leave the hash alone: they only open the
-			// record's commitments.
-			if err := e.Reveal(a); err != nil {
-				fmt.Fprintf(env.stdout, "record %d: FAIL: %v\n", r.Seq, err)
-				failed++
-				return
-			}
-			revealed++
-		}
-		// The entry is the hash of what the record says, whatever hash it
-		// claims: a changed record is not the entry the checkpoint signed.
-		if err := tree.Append(e.ComputeHash()); err != nil {
-			fmt.Fprintf(env.stdout, "record %d: FAIL: %v\n", r.Seq, err)
-			failed++
-			return
-		}
-		bad := false
-		for _, f := range v.Add(e) {
-			switch {
-			case f.Erased:
+		for _, f := range audit.Check(r) {
+			switch f.Kind {
+			case client.Erased:
 				fmt.Fprintf(env.stdout, "record %d: artifact erased: %s\n", f.Seq, f.Reason)
-				continue
-			case f.Unchecked:
+			case client.Unchecked:
 				fmt.Fprintf(env.stdout, "record %d: unchecked: %s\n", f.Seq, f.Reason)
-				continue
+			default:
+				fmt.Fprintf(env.stdout, "record %d: FAIL: %s\n", f.Seq, f.Reason)
 			}
-			fmt.Fprintf(env.stdout, "record %d: FAIL: %s\n", f.Seq, f.Reason)
-			bad = true
-		}
-		if bad {
-			failed++
 		}
 	}
 	if *file != "" {
 		if err := readLogFile(*file, check); err != nil {
 			return err
 		}
-		return verifyLogResult(env, &v, failed, revealed, "no checkpoint checked")
+		return verifyLogResult(env, &audit, "no checkpoint checked")
 	}
 	c, err := newServerClient(*server, *timeout)
 	if err != nil {
@@ -122,15 +86,15 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if err := c.Log(ctx, check); err != nil {
 		return err
 	}
-	if err := lc.CheckTree(&tree, cp); err != nil {
+	if err := lc.CheckTree(audit.Tree(), cp); err != nil {
 		fmt.Fprintf(env.stdout, "FAIL: %v\n", err)
 		return fmt.Errorf("%w: %w", errLogInvalid, err)
 	}
 	summary := fmt.Sprintf("checkpoint %d %s", cp.Size, base64.StdEncoding.EncodeToString(cp.Root[:]))
-	if extra := tree.Size() - cp.Size; extra > 0 {
+	if extra := audit.Tree().Size() - cp.Size; extra > 0 {
 		summary += fmt.Sprintf(" (%d later records not in it yet)", extra)
 	}
-	if err := verifyLogResult(env, &v, failed, revealed, summary); err != nil {
+	if err := verifyLogResult(env, &audit, summary); err != nil {
 		return err
 	}
 	return lc.Save()
@@ -139,7 +103,8 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 // verifyLogResult prints the verdict on the records. The records whose
 // proofs are private artifacts it could not open are counted apart: they
 // are in the log, with their commitments, but not verified.
-func verifyLogResult(env *environment, v *verify.LogVerifier, failed, revealed int, summary string) error {
+func verifyLogResult(env *environment, audit *client.LogAudit, summary string) error {
+	v, failed, revealed := audit.Verifier(), audit.Failed(), audit.Revealed()
 	seq, hash := v.Head()
 	if failed > 0 {
 		fmt.Fprintf(env.stdout, "%d of %d records failed\n", failed, v.Count())
@@ -157,24 +122,6 @@ func verifyLogResult(env *environment, v *verify.LogVerifier, failed, revealed i
 	}
 	fmt.Fprintf(env.stdout, "ok: %d records verified%s; head %d %s; %s\n", v.Count()-v.Unchecked(), unchecked, seq, hex.EncodeToString(hash), summary)
 	return nil
-}
-
-// readArtifacts reads an artifacts file: a JSON array of records'
-// artifacts (identity.RecordArtifacts).
-func readArtifacts(name string) (map[int64][]identity.Artifact, error) {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("artifacts: %w", err)
-	}
-	var recs []identity.RecordArtifacts
-	if err := json.Unmarshal(b, &recs); err != nil {
-		return nil, fmt.Errorf("artifacts %s: %w", name, err)
-	}
-	out := map[int64][]identity.Artifact{}
-	for _, r := range recs {
-		out[r.Seq] = append(out[r.Seq], r.Artifacts...)
-	}
-	return out, nil
 }
 
 // readLogFile reads concatenated log pages from a file.
