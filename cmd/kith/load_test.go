@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/subprocess"
@@ -187,7 +188,7 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	// Six batches: the kill comes after the second, with four to spare
 	// so that the load cannot finish first.
-	const n = 6 * loadBatch
+	const n = 6 * bulk.BatchSize
 	dump := writeTypicalDump(t, n, 5)
 	cmd := exec.Command(bin, "load", "--database-url", url, dump)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -214,8 +215,8 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	if st.Keys >= n {
 		t.Skipf("load finished (%d keys) before it could be killed", st.Keys)
 	}
-	if st.Keys%loadBatch != 0 {
-		t.Errorf("%d keys stored: not whole batches of %d", st.Keys, loadBatch)
+	if st.Keys%bulk.BatchSize != 0 {
+		t.Errorf("%d keys stored: not whole batches of %d", st.Keys, bulk.BatchSize)
 	}
 	assertNoPartialKeys(t, s)
 

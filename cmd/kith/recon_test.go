@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/kith-keyserver/kith/cmd/internal/settings"
-
 	"context"
 	"log/slog"
 	"net"
@@ -15,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -40,8 +40,8 @@ type reconNode struct {
 func newReconNode(t testing.TB, ctx context.Context, stored []*pgp.Key) *reconNode {
 	t.Helper()
 	n := &reconNode{store: openTestStore(t, pgtest.NewDatabase(t))}
-	for start := 0; start < len(stored); start += loadBatch {
-		if _, err := n.store.AddKeys(ctx, stored[start:min(start+loadBatch, len(stored))]); err != nil {
+	for start := 0; start < len(stored); start += bulk.BatchSize {
+		if _, err := n.store.AddKeys(ctx, stored[start:min(start+bulk.BatchSize, len(stored))]); err != nil {
 			t.Fatal(err)
 		}
 	}

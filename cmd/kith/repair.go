@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 // repairBatch is how many changed keys go into one store transaction.
-const repairBatch = loadBatch
+const repairBatch = bulk.BatchSize
 
 func runRepair(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "repair", "repair [flags]\n\nRe-runs the key policy over every stored key and writes back the keys it\nchanges (packets stored before a rule existed, such as malformed\ncertifications), through the store's normal write path: digests, the recon\ntree and other nodes follow. Keys the policy now rejects as a whole are\nlisted, not deleted.")
