@@ -141,10 +141,18 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 
 	h := newEntity(t, "Heidi Remote", "heidi@example.org", 420)
 	ts.mustAdd(armored(t, binaryKey(t, h)))
-	// This node's own write came back as a notification without a read
-	// of the key: the write's terms were remembered.
-	if n := ts.h.digestReads.Load(); n != 0 {
-		t.Fatalf("the notification of a write on this node read %d keys from the store", n)
+	// This node's own write comes back as a notification too. It reads
+	// nothing when the write's subscriber call, which remembers the key's
+	// terms, ran first; on a busy machine the notification can come
+	// first, and then it reads the key (slower, never wrong) and the
+	// terms stay remembered, untaken. Anything else is a read too many.
+	testkit.Eventually(t, 10*time.Second, "this node's own notification", func() bool { return ts.h.changes.Load() >= 1 })
+	own := ts.h.digestReads.Load()
+	ts.h.own.mu.Lock()
+	untaken := len(ts.h.own.m)
+	ts.h.own.mu.Unlock()
+	if own != 0 && (own != 1 || untaken != 1) {
+		t.Fatalf("the notification of a write on this node read %d keys from the store (%d terms left untaken)", own, untaken)
 	}
 	newcomer := newEntity(t, "Ivan Remote", "ivan@example.org", 421)
 	byFP := "op=index&options=mr&search=0x" + fpHex(h)
@@ -170,7 +178,7 @@ func TestCacheSeesChangesFromAnotherNode(t *testing.T) {
 		return strings.HasPrefix(ts.lookup(byWord).body, "info:1:2\n")
 	})
 	// The other node's writes are read to learn what they changed.
-	if n := ts.h.digestReads.Load(); n != 2 {
+	if n := ts.h.digestReads.Load() - own; n != 2 {
 		t.Errorf("notifications from another node read %d keys, want 2", n)
 	}
 }
