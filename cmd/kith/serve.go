@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kith-keyserver/kith/cmd/internal/httpserve"
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -59,7 +57,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	// Answer at once while the store starts (initdb and the cluster's
 	// start take a while): 503 "starting" until the frontends are ready.
-	gate := &startGate{}
+	gate := &httpserve.StartGate{}
 	srv := &http.Server{
 		Handler:           gate,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -153,7 +151,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
 		return err
 	}
-	gate.open(newServerHandler(mux, st, reg, log))
+	gate.Open(httpserve.Handler(mux, st, errRestarting, reg, log))
 	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
 
 	select {
@@ -216,111 +214,6 @@ type keyBlocklist struct{ keys *keys.Service }
 func (b *keyBlocklist) AddBlock(ctx context.Context, blk identity.Block) (identity.BlockOutcome, error) {
 	return b.keys.AddBlock(ctx, blk)
 }
-
-// startGate answers 503 "starting" until open hands it the server's
-// handler, so that a health check during initdb gets an answer at once.
-type startGate struct {
-	next atomic.Pointer[http.Handler]
-}
-
-func (g *startGate) open(h http.Handler) { g.next.Store(&h) }
-
-func (g *startGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h := g.next.Load(); h != nil {
-		(*h).ServeHTTP(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Retry-After", "5")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	fmt.Fprintln(w, "starting")
-}
-
-// pinger is what the health check needs of the store.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
-// newServerHandler adds the health check and metrics to mux, which holds
-// the frontends' routes, and puts it all behind the metrics middleware.
-func newServerHandler(mux *http.ServeMux, st pinger, reg *prometheus.Registry, log *slog.Logger) http.Handler {
-	mux.Handle("GET /pks/health", healthHandler(st, log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return instrument(mux, reg)
-}
-
-// healthHandler answers 200 when the store answers within two seconds, 503
-// otherwise: "database restarting" while the embedded cluster's supervisor
-// starts its server again, "store unreachable" for any other failure.
-func healthHandler(st pinger, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if err := st.Ping(ctx); err != nil {
-			log.Warn("health check: store unreachable", "err", err)
-			w.WriteHeader(http.StatusServiceUnavailable)
-			if errors.Is(err, errRestarting) {
-				fmt.Fprintln(w, err)
-				return
-			}
-			fmt.Fprintln(w, "store unreachable")
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-}
-
-// instrument counts requests and measures their latency per route (the
-// mux pattern that served them).
-func instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kith_http_requests_total",
-		Help: "HTTP requests served, by route and status code.",
-	}, []string{"route", "code"})
-	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kith_http_request_duration_seconds",
-		Help:    "HTTP request latency by route.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"route"})
-	reg.MustRegister(requests, latency)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
-		latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	})
-}
-
-// statusWriter remembers the status code a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	code        int
-	wroteHeader bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if !w.wroteHeader {
-		w.code = code
-		w.wroteHeader = true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wroteHeader = true
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // reconStats shows each recon peer's status in op=stats.
 func reconStats(m *recon.Manager) func(ctx context.Context) map[string]any {

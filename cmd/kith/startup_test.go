@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -62,22 +61,5 @@ func TestServeAnswersStartingWhileTheStoreStarts(t *testing.T) {
 	case <-s.exited:
 	case <-time.After(60 * time.Second):
 		t.Fatalf("kith serve did not stop within 60 s of SIGINT while starting:\n%s", s.stderr.String())
-	}
-}
-
-// TestStartGateOpens: the gate answers 503 starting with Retry-After
-// until it is opened, then hands every request to the server's handler.
-func TestStartGateOpens(t *testing.T) {
-	g := &startGate{}
-	rec := httptest.NewRecorder()
-	g.ServeHTTP(rec, httptest.NewRequest("GET", "/pks/lookup?op=stats", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || strings.TrimSpace(rec.Body.String()) != "starting" {
-		t.Fatalf("closed gate: %d %q %q", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
-	}
-	g.open(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready") }))
-	rec = httptest.NewRecorder()
-	g.ServeHTTP(rec, httptest.NewRequest("GET", "/pks/health", nil))
-	if rec.Code != http.StatusOK || rec.Body.String() != "ready" {
-		t.Fatalf("open gate: %d %q", rec.Code, rec.Body.String())
 	}
 }

@@ -1,0 +1,95 @@
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestStartGateOpens: the gate answers 503 starting with Retry-After
+// until it is opened, then hands every request to the server's handler.
+func TestStartGateOpens(t *testing.T) {
+	g := &StartGate{}
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest("GET", "/pks/lookup?op=stats", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || strings.TrimSpace(rec.Body.String()) != "starting" {
+		t.Fatalf("closed gate: %d %q %q", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	g.Open(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready") }))
+	rec = httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest("GET", "/pks/health", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "ready" {
+		t.Fatalf("open gate: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+type pingFunc func(context.Context) error
+
+func (f pingFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+var errRestarting = errors.New("database restarting")
+
+// TestHealthSaysWhyTheStoreIsUnreachable: ok while the store answers; a
+// restart is named, any other failure is "store unreachable".
+func TestHealthSaysWhyTheStoreIsUnreachable(t *testing.T) {
+	cases := []struct {
+		name     string
+		err      error
+		wantCode int
+		wantBody string
+	}{
+		{"answers", nil, http.StatusOK, "ok\n"},
+		{"restarting", fmt.Errorf("ping: %w", errRestarting), http.StatusServiceUnavailable, "ping: database restarting\n"},
+		{"down", errors.New("connection refused"), http.StatusServiceUnavailable, "store unreachable\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Health(pingFunc(func(context.Context) error { return tc.err }), errRestarting, slog.New(slog.DiscardHandler))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/pks/health", nil))
+			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody || rec.Header().Get("Cache-Control") != "no-store" {
+				t.Errorf("got %d %q (Cache-Control %q), want %d %q", rec.Code, rec.Body.String(), rec.Header().Get("Cache-Control"), tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+}
+
+// TestHandlerCountsRequestsByRouteAndCode: every request is counted
+// under the mux pattern that served it, with the status it got;
+// requests no route matched count as "unmatched".
+func TestHandlerCountsRequestsByRouteAndCode(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /pks/lookup", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("op") == "" {
+			http.Error(w, "no op", http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, "found")
+	})
+	reg := prometheus.NewRegistry()
+	h := Handler(mux, pingFunc(func(context.Context) error { return nil }), errRestarting, reg, slog.New(slog.DiscardHandler))
+	for _, path := range []string{"/pks/lookup?op=get", "/pks/lookup?op=get", "/pks/lookup", "/nowhere", "/pks/health"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`kith_http_requests_total{code="200",route="GET /pks/health"} 1`,
+		`kith_http_requests_total{code="200",route="GET /pks/lookup"} 2`,
+		`kith_http_requests_total{code="400",route="GET /pks/lookup"} 1`,
+		`kith_http_requests_total{code="404",route="unmatched"} 1`,
+		`kith_http_request_duration_seconds_count{route="GET /pks/lookup"} 3`,
+	} {
+		if !strings.Contains(rec.Body.String(), line+"\n") {
+			t.Errorf("/metrics lacks %s:\n%s", line, rec.Body.String())
+		}
+	}
+}
