@@ -122,11 +122,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 	}
+	// op=stats shows each recon peer's status.
+	var reconStats func(context.Context) map[string]any
+	if peers != nil {
+		reconStats = peers.Stats
+	}
 	hkpHandler := hkp.NewHandler(st.Store, ks, hkp.Options{
 		Version:        version,
 		Logger:         log.With("component", "hkp"),
 		Registerer:     reg,
-		ExtraStats:     reconStats(peers),
+		ExtraStats:     reconStats,
 		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
 		MaxAnswerSize:  cfg.HKP.MaxAnswerBytes,
 	})
@@ -213,34 +218,4 @@ type keyBlocklist struct{ keys *keys.Service }
 // AddBlock implements identity.Blocklist.
 func (b *keyBlocklist) AddBlock(ctx context.Context, blk identity.Block) (identity.BlockOutcome, error) {
 	return b.keys.AddBlock(ctx, blk)
-}
-
-// reconStats shows each recon peer's status in op=stats.
-func reconStats(m *recon.Manager) func(ctx context.Context) map[string]any {
-	if m == nil {
-		return nil
-	}
-	return func(ctx context.Context) map[string]any {
-		var peers []map[string]any
-		for _, p := range m.Status() {
-			peer := map[string]any{
-				"address":           p.Peer.Address,
-				"enabled":           !p.Peer.Disabled,
-				"sessions":          p.Sessions,
-				"failures":          p.Failures,
-				"elements_received": p.ElementsReceived,
-				"elements_sent":     p.ElementsSent,
-				"keys_stored":       p.KeysStored,
-				"keys_rejected":     p.KeysRejected,
-			}
-			if !p.LastRecon.IsZero() {
-				peer["last_recon"] = p.LastRecon.UTC().Format(time.RFC3339)
-			}
-			if p.LastError != "" {
-				peer["last_error"] = p.LastError
-			}
-			peers = append(peers, peer)
-		}
-		return map[string]any{"recon_peers": peers}
-	}
 }

@@ -1,0 +1,37 @@
+// stats.go: the peers' status as HKP's op=stats shows it.
+
+package recon
+
+import (
+	"context"
+	"time"
+)
+
+// Stats returns the op=stats section of the peers' status: under
+// "recon_peers", one entry per listed peer with its address, whether it
+// is enabled, its session, failure, element and key counts, and its last
+// recon and last error when there are any. It fits
+// hkp.Options.ExtraStats.
+func (m *Manager) Stats(ctx context.Context) map[string]any {
+	var peers []map[string]any
+	for _, p := range m.Status() {
+		peer := map[string]any{
+			"address":           p.Peer.Address,
+			"enabled":           !p.Peer.Disabled,
+			"sessions":          p.Sessions,
+			"failures":          p.Failures,
+			"elements_received": p.ElementsReceived,
+			"elements_sent":     p.ElementsSent,
+			"keys_stored":       p.KeysStored,
+			"keys_rejected":     p.KeysRejected,
+		}
+		if !p.LastRecon.IsZero() {
+			peer["last_recon"] = p.LastRecon.UTC().Format(time.RFC3339)
+		}
+		if p.LastError != "" {
+			peer["last_error"] = p.LastError
+		}
+		peers = append(peers, peer)
+	}
+	return map[string]any{"recon_peers": peers}
+}
