@@ -1,11 +1,12 @@
 // Package bulk loads OpenPGP keys in bulk: SKS dump files (concatenated
 // binary keys) and armored key files, through the keys Service's policy
 // on all cores, written to the store in batches while the next batch is
-// being parsed (Load); and re-runs the policy over every stored key,
-// writing back the keys it changes (Repair).
+// being parsed (Load); re-runs the policy over every stored key, writing
+// back the keys it changes (Repair); and writes every stored key that gpg
+// can read as SKS dump files (Dump).
 //
 // It owns the pipelines and their counts (Progress while a load runs,
-// Summary and RepairSummary when done); it does not own the key policy
+// Summary, RepairSummary and DumpSummary when done); it does not own the key policy
 // or the upload path (package keys), nor how progress and the summaries
 // are shown (the command that runs them).
 package bulk
