@@ -102,3 +102,43 @@ type Written struct {
 	// written (Unchanged, Blocked, or Reduced to what was stored).
 	Key *pgp.Key
 }
+
+// Outcome is what a store's batch write did to one distinct key of the
+// batch (WrittenBatch tells it per key of the batch).
+type Outcome struct {
+	Change Change
+	// Key is the key's form after the write; Written says the batch
+	// committed it.
+	Key     *pgp.Key
+	Written bool
+	// Reduced says the blocks took something out of what was given.
+	Reduced bool
+}
+
+// WrittenBatch returns what a batch write did to each key of the batch,
+// in the batch's order, as every store answers AddKeys: index[i] is the
+// distinct key the i-th one was (copies of one fingerprint are stored
+// once, and the later copies changed nothing more), and outcome says what
+// storing it did. A key is Reduced when the blocks took something out of
+// it, unless it was Blocked whole; its Key is set only when the batch
+// committed it.
+func WrittenBatch[K comparable](index []K, outcome func(K) Outcome) []Written {
+	out := make([]Written, len(index))
+	seen := make(map[K]bool, len(index))
+	for i, k := range index {
+		if seen[k] {
+			out[i] = Written{Change: Unchanged}
+			continue
+		}
+		seen[k] = true
+		o := outcome(k)
+		out[i] = Written{Change: o.Change}
+		if o.Written {
+			out[i].Key = o.Key
+		}
+		if o.Reduced && o.Change != Blocked {
+			out[i].Change = Reduced
+		}
+	}
+	return out
+}

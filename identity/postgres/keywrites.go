@@ -217,25 +217,9 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 	if len(changed) > 0 {
 		s.notifyCommitted(ctx, changed)
 	}
-	out := make([]keys.Written, len(ks))
-	seen := map[*pendingKey]bool{}
-	for i, p := range index {
-		// A fingerprint repeated in the batch was stored once; its later
-		// copies changed nothing more.
-		if seen[p] {
-			out[i] = keys.Written{Change: keys.Unchanged}
-			continue
-		}
-		seen[p] = true
-		out[i] = keys.Written{Change: p.change}
-		if p.written {
-			out[i].Key = p.key
-		}
-		if p.reduced && p.change != keys.Blocked {
-			out[i].Change = keys.Reduced
-		}
-	}
-	return out, nil
+	return keys.WrittenBatch(index, func(p *pendingKey) keys.Outcome {
+		return keys.Outcome{Change: p.change, Key: p.key, Written: p.written, Reduced: p.reduced}
+	}), nil
 }
 
 // smallBatch is the most keys a write sends as INSERTs of unnested

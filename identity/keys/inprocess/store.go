@@ -192,23 +192,9 @@ func (s *Store) AddKeys(ctx context.Context, batch []*pgp.Key) ([]keys.Written, 
 	s.notifyLocked(changes)
 	s.mu.Unlock()
 
-	out := make([]keys.Written, len(batch))
-	seen := map[*pending]bool{}
-	for i, p := range index {
-		if seen[p] {
-			out[i] = keys.Written{Change: keys.Unchanged}
-			continue
-		}
-		seen[p] = true
-		out[i] = keys.Written{Change: p.change}
-		if p.written {
-			out[i].Key = p.key
-		}
-		if p.reduced && p.change != keys.Blocked {
-			out[i].Change = keys.Reduced
-		}
-	}
-	return out, nil
+	return keys.WrittenBatch(index, func(p *pending) keys.Outcome {
+		return keys.Outcome{Change: p.change, Key: p.key, Written: p.written, Reduced: p.reduced}
+	}), nil
 }
 
 // applyBlocks reduces k to what b allows: nothing (keys.Blocked), its
