@@ -3,84 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
-	gossh "golang.org/x/crypto/ssh"
-
 	"github.com/kith-keyserver/kith/identity/testkit"
 )
-
-// fakeKeyServer answers /users/{handle}.keys as the test tells it to.
-type fakeKeyServer struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	status int    // 0: hang until the client gives up
-	body   string // what a 200 (or any status) carries
-}
-
-func newFakeKeyServer(t *testing.T) *fakeKeyServer {
-	t.Helper()
-	f := &fakeKeyServer{status: http.StatusOK}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		status, body := f.status, f.body
-		f.mu.Unlock()
-		if status == 0 {
-			<-r.Context().Done() // the client's timeout, not ours
-			return
-		}
-		w.WriteHeader(status)
-		w.Write([]byte(body))
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeKeyServer) answer(status int, body string) {
-	f.mu.Lock()
-	f.status, f.body = status, body
-	f.mu.Unlock()
-}
-
-// newAuthorizedKeyLine returns a fresh ed25519 key as an authorized_keys line.
-func newAuthorizedKeyLine(t *testing.T) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := gossh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(gossh.MarshalAuthorizedKey(k))
-}
-
-// deadURL is an http URL on loopback that refuses connections.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + l.Addr().String()
-	l.Close()
-	return u
-}
 
 // runAK runs kith authorized-keys in-process with only the given
 // environment and returns stdout, stderr and the error.
@@ -146,9 +80,9 @@ func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
 	bin := kithBinary(t)
-	key := newAuthorizedKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, key)
+	key := testkit.AuthorizedKeyLine(t)
+	f := testkit.NewStubServer(t)
+	f.Answer(http.StatusOK, key)
 
 	parent := tempDir(t)
 	chmod(t, parent, 0o755)
@@ -168,7 +102,7 @@ func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
 	if err := os.Mkdir(cache, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := asNobody(f.srv.URL)
+	out, stderr, err := asNobody(f.URL)
 	if err != nil || out != key {
 		t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
 	}
@@ -181,7 +115,7 @@ func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
 	if out, err := exec.Command("install", "-d", "-o", "nobody", "-m", "0700", cache).CombinedOutput(); err != nil {
 		t.Fatalf("install -d: %v\n%s", err, out)
 	}
-	out, stderr, err = asNobody(f.srv.URL)
+	out, stderr, err = asNobody(f.URL)
 	if err != nil || out != key || strings.Contains(stderr, "level=WARN") {
 		t.Fatalf("live answer: out %q, err %v\n%s", out, err, stderr)
 	}
@@ -192,7 +126,7 @@ func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
 	if owner := fi.Sys().(*syscall.Stat_t).Uid; int(owner) != uid || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("cached answer owned by uid %d with mode %04o, want uid %d and 0600", owner, fi.Mode().Perm(), uid)
 	}
-	dead := deadURL(t)
+	dead := testkit.DeadURL(t)
 	out, stderr, err = asNobody(dead)
 	if err != nil || out != key {
 		t.Fatalf("with the server down: out %q, err %v\n%s", out, err, stderr)
@@ -204,7 +138,7 @@ func TestAuthorizedKeysCacheAsCommandUser(t *testing.T) {
 	// A cache directory nobody owns but root's stale answer sits in is
 	// not nobody's to trust.
 	planted := filepath.Join(cache, "alice.keys")
-	if err := os.WriteFile(planted+".new", []byte(newAuthorizedKeyLine(t)), 0o644); err != nil {
+	if err := os.WriteFile(planted+".new", []byte(testkit.AuthorizedKeyLine(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(planted+".new", planted); err != nil {

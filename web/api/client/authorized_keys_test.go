@@ -3,17 +3,12 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,65 +18,6 @@ import (
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
-
-// fakeKeyServer answers every request as the test tells it to.
-type fakeKeyServer struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	status int    // 0: hang until the client gives up
-	body   string // what the answer carries
-}
-
-func newFakeKeyServer(t *testing.T) *fakeKeyServer {
-	t.Helper()
-	f := &fakeKeyServer{status: http.StatusOK}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		status, body := f.status, f.body
-		f.mu.Unlock()
-		if status == 0 {
-			<-r.Context().Done() // the client's timeout, not ours
-			return
-		}
-		w.WriteHeader(status)
-		w.Write([]byte(body))
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeKeyServer) answer(status int, body string) {
-	f.mu.Lock()
-	f.status, f.body = status, body
-	f.mu.Unlock()
-}
-
-// newKeyLine returns a fresh ed25519 key as an authorized_keys line.
-func newKeyLine(t *testing.T) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := gossh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(gossh.MarshalAuthorizedKey(k))
-}
-
-// deadURL is an http URL on loopback that refuses connections.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + l.Addr().String()
-	l.Close()
-	return u
-}
 
 // keysAt asks server for alice's keys with opts (timeout 300ms) and
 // returns them, what was logged and the error.
@@ -104,7 +40,7 @@ func keysAt(t *testing.T, server string, opts client.KeysOptions) (string, strin
 // cache: a revoked key must stay revoked.
 func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
 	t.Parallel()
-	key := newKeyLine(t)
+	key := testkit.AuthorizedKeyLine(t)
 	for _, tt := range []struct {
 		name     string
 		status   int // 0: hang past the timeout; -1: connection refused
@@ -126,19 +62,19 @@ func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
 		{name: "connection refused", status: -1, fallback: true, reason: "connection refused"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeKeyServer(t)
+			f := testkit.NewStubServer(t)
 			opts := client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: 24 * time.Hour}
-			f.answer(http.StatusOK, key)
-			out, log, err := keysAt(t, f.srv.URL, opts)
+			f.Answer(http.StatusOK, key)
+			out, log, err := keysAt(t, f.URL, opts)
 			if err != nil || out != key {
 				t.Fatalf("live answer: out %q, err %v\n%s", out, err, log)
 			}
 
-			server := f.srv.URL
+			server := f.URL
 			if tt.status < 0 {
-				server = deadURL(t)
+				server = testkit.DeadURL(t)
 			} else {
-				f.answer(tt.status, tt.body)
+				f.Answer(tt.status, tt.body)
 			}
 			out, log, err = keysAt(t, server, opts)
 			if !tt.fallback {
@@ -154,7 +90,7 @@ func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
 					}
 					// The server's word replaces the last one: with the
 					// server gone the old keys do not come back either.
-					out, log, _ = keysAt(t, deadURL(t), opts)
+					out, log, _ = keysAt(t, testkit.DeadURL(t), opts)
 					if out != "" {
 						t.Fatalf("with the server down, the cache brought back %q after %s\n%s", out, tt.name, log)
 					}
@@ -179,18 +115,18 @@ func TestAuthorizedKeysFallsBackOnlyWhenServerUnavailable(t *testing.T) {
 // and MaxAge 0 neither writes nor reads a cache.
 func TestAuthorizedKeysMaxAge(t *testing.T) {
 	t.Parallel()
-	key := newKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, key)
+	key := testkit.AuthorizedKeyLine(t)
+	f := testkit.NewStubServer(t)
+	f.Answer(http.StatusOK, key)
 	opts := client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: time.Hour}
-	if out, log, err := keysAt(t, f.srv.URL, opts); err != nil || out != key {
+	if out, log, err := keysAt(t, f.URL, opts); err != nil || out != key {
 		t.Fatalf("live answer: out %q, err %v\n%s", out, err, log)
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	if err := os.Chtimes(filepath.Join(opts.CacheDir, "alice.keys"), old, old); err != nil {
 		t.Fatal(err)
 	}
-	dead := deadURL(t)
+	dead := testkit.DeadURL(t)
 	out, log, err := keysAt(t, dead, opts)
 	if out != "" || !errors.Is(err, client.ErrNoKeys) || !strings.Contains(log, "too old") {
 		t.Fatalf("a 2h-old answer with MaxAge 1h: out %q, err %v\n%s", out, err, log)
@@ -204,7 +140,7 @@ func TestAuthorizedKeysMaxAge(t *testing.T) {
 	// No cache: none written, and one left from before is not read.
 	opts.MaxAge = 0
 	opts.CacheDir = filepath.Join(t.TempDir(), "cache")
-	if out, log, err := keysAt(t, f.srv.URL, opts); err != nil || out != key {
+	if out, log, err := keysAt(t, f.URL, opts); err != nil || out != key {
 		t.Fatalf("live answer: out %q, err %v\n%s", out, err, log)
 	}
 	if _, err := os.Stat(opts.CacheDir); !errors.Is(err, os.ErrNotExist) {
@@ -212,7 +148,7 @@ func TestAuthorizedKeysMaxAge(t *testing.T) {
 	}
 	withCache := opts
 	withCache.MaxAge = time.Hour
-	if out, _, err := keysAt(t, f.srv.URL, withCache); err != nil || out != key {
+	if out, _, err := keysAt(t, f.URL, withCache); err != nil || out != key {
 		t.Fatal(err)
 	}
 	out, log, err = keysAt(t, dead, opts)
@@ -226,10 +162,10 @@ func TestAuthorizedKeysMaxAge(t *testing.T) {
 // are dropped.
 func TestAuthorizedKeysKeepsOnlyTheFingerprintAndNoOptions(t *testing.T) {
 	t.Parallel()
-	one, two := newKeyLine(t), newKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, `command="/bin/evil",no-pty `+one+two)
-	out, log, err := keysAt(t, f.srv.URL, client.KeysOptions{})
+	one, two := testkit.AuthorizedKeyLine(t), testkit.AuthorizedKeyLine(t)
+	f := testkit.NewStubServer(t)
+	f.Answer(http.StatusOK, `command="/bin/evil",no-pty `+one+two)
+	out, log, err := keysAt(t, f.URL, client.KeysOptions{})
 	if err != nil || out != one+two {
 		t.Fatalf("got %q, %v, want both keys without options\n%s", out, err, log)
 	}
@@ -237,7 +173,7 @@ func TestAuthorizedKeysKeepsOnlyTheFingerprintAndNoOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = keysAt(t, f.srv.URL, client.KeysOptions{Fingerprint: gossh.FingerprintSHA256(k)})
+	out, _, err = keysAt(t, f.URL, client.KeysOptions{Fingerprint: gossh.FingerprintSHA256(k)})
 	if err != nil || out != two {
 		t.Fatalf("with the fingerprint of the second: %q, %v", out, err)
 	}
@@ -273,10 +209,10 @@ func TestPlainHTTPToAnotherHost(t *testing.T) {
 // read (and the log says so).
 func TestAuthorizedKeysRefusesUnsafeCache(t *testing.T) {
 	t.Parallel()
-	key := newKeyLine(t)
-	f := newFakeKeyServer(t)
-	f.answer(http.StatusOK, key)
-	dead := deadURL(t)
+	key := testkit.AuthorizedKeyLine(t)
+	f := testkit.NewStubServer(t)
+	f.Answer(http.StatusOK, key)
+	dead := testkit.DeadURL(t)
 	for _, tt := range []struct {
 		name  string
 		spoil func(t *testing.T, dir, file string)
@@ -302,7 +238,7 @@ func TestAuthorizedKeysRefusesUnsafeCache(t *testing.T) {
 				testkit.Root(t, "to give a cache to another user")
 			}
 			opts := client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: time.Hour}
-			if out, log, err := keysAt(t, f.srv.URL, opts); err != nil || out != key {
+			if out, log, err := keysAt(t, f.URL, opts); err != nil || out != key {
 				t.Fatalf("live answer: out %q, err %v\n%s", out, err, log)
 			}
 			file := filepath.Join(opts.CacheDir, "alice.keys")
