@@ -78,15 +78,11 @@ func (s *subscriber) take() [][]byte {
 // testKey is a fresh Ed25519 key with one user ID, as uploaded.
 func testKey(t *testing.T, seed int64) *pgp.Key {
 	t.Helper()
-	e, err := keygen.NewEd25519("Test Key", "test@example.org", time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC), seed)
+	b, err := keygen.PublicEd25519("Test Key", "test@example.org", time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := keygen.Serialize(&b, e); err != nil {
-		t.Fatal(err)
-	}
-	k, err := pgp.ParseKey(b.Bytes())
+	k, err := pgp.ParseKey(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,20 @@ func NewEd25519(name, email string, created time.Time, seed int64) (*openpgp.Ent
 	return e, nil
 }
 
+// PublicEd25519 returns the public key of NewEd25519(name, email,
+// created, seed), as Serialize writes it.
+func PublicEd25519(name, email string, created time.Time, seed int64) ([]byte, error) {
+	e, err := NewEd25519(name, email, created, seed)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := Serialize(&b, e); err != nil {
+		return nil, fmt.Errorf("keygen: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
 // Serialize writes e's public key in a deterministic order: primary key,
 // direct signatures, user IDs sorted by name (each with self-signature and
 // other signatures), subkeys in order.

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -20,15 +19,11 @@ import (
 // testKey is a fresh key as a peer serves it.
 func testKey(t *testing.T, seed int64) []byte {
 	t.Helper()
-	e, err := keygen.NewEd25519("Peer Key", "peer@example.org", time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC), seed)
+	b, err := keygen.PublicEd25519("Peer Key", "peer@example.org", time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := keygen.Serialize(&b, e); err != nil {
-		t.Fatal(err)
-	}
-	k, err := pgp.ParseKey(b.Bytes())
+	k, err := pgp.ParseKey(b)
 	if err != nil {
 		t.Fatal(err)
 	}
