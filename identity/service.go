@@ -136,6 +136,23 @@ type notingTx struct {
 	verifier Verifier
 	handles  []Handle
 	keys     []Factor
+	// whole and public are the last OpenPGP key publicKey read and its
+	// public part: a key's links are appended together, all carrying it.
+	whole, public []byte
+}
+
+// publicKey returns the public part of an OpenPGP key a record carries
+// (Verifier.PublicPGPKey), reading each key once per transaction.
+func (n *notingTx) publicKey(key []byte) ([]byte, error) {
+	if n.whole != nil && bytes.Equal(key, n.whole) {
+		return n.public, nil
+	}
+	pub, err := n.verifier.PublicPGPKey(key)
+	if err != nil {
+		return nil, err
+	}
+	n.whole, n.public = key, pub
+	return pub, nil
 }
 
 // Append appends e and notes whom it concerns. What the record holds of a
@@ -144,7 +161,7 @@ type notingTx struct {
 // record whose ID token a provider key verifies follows the oidc.jwks
 // record of that key, which is appended first if the log lacks it.
 func (n *notingTx) Append(ctx context.Context, e *Evidence) error {
-	if err := e.keepPersonalPrivate(n.rand, n.verifier.PublicPGPKey); err != nil {
+	if err := e.keepPersonalPrivate(n.rand, n.publicKey); err != nil {
 		return err
 	}
 	if err := recordKeySet(ctx, n.Tx, n.verifier, e); err != nil {
