@@ -103,7 +103,7 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	}
 
 	log := newLogger(env.stderr, cfg)
-	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
 	if err != nil {
 		return err
 	}

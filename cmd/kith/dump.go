@@ -26,18 +26,19 @@ func runDump(ctx context.Context, env *environment, args []string) error {
 	if *perFile <= 0 {
 		return fmt.Errorf("%w: --keys-per-file must be positive", errUsage)
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("dump: %w", err)
-	}
 	if old, _ := filepath.Glob(filepath.Join(*dir, "sks-dump-*.pgp")); len(old) > 0 {
 		return fmt.Errorf("dump: %s already holds a dump (%s); choose an empty directory", *dir, filepath.Base(old[0]))
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openSharedStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// Only once the store is open: a dump from no store makes nothing.
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
 
 	w, err := bulk.Dump(ctx, st.Store, *dir, *perFile, log)
 	if err != nil {

@@ -48,7 +48,7 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
 	if err != nil {
 		return err
 	}

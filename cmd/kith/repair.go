@@ -25,7 +25,7 @@ func runRepair(ctx context.Context, env *environment, args []string) error {
 	}
 	log := newLogger(env.stderr, cfg)
 	policy := pgp.DefaultPolicy()
-	st, err := openSharedStore(ctx, cfg, log, postgres.Options{Policy: &policy})
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{Policy: &policy})
 	if err != nil {
 		return err
 	}

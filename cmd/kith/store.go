@@ -58,34 +58,51 @@ func (o *openedStore) Failed() <-chan struct{} {
 }
 
 // openStore connects to the configured database, or, with no database URL,
-// starts the embedded cluster in the data directory first. Either way it
-// applies pending migrations unless opts say otherwise.
+// starts the embedded cluster in the data directory first, creating it on
+// first use. Either way it applies pending migrations unless opts say
+// otherwise. Only kith serve and kith migrate make a store.
 func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
-	return openStoreWith(ctx, cfg, log, opts, embedded.Start)
+	return openStoreWith(ctx, cfg, log, opts, embedded.Start, true)
 }
 
 // openSharedStore is openStore for tools that may run beside kith serve:
 // when the server already runs the embedded cluster, they use it.
 func openSharedStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
-	return openStoreWith(ctx, cfg, log, opts, embedded.StartOrAttach)
+	return openStoreWith(ctx, cfg, log, opts, embedded.StartOrAttach, true)
+}
+
+// openExistingStore is openSharedStore for the tools that work on a
+// server's store (log-key, load, dump, repair, block): with no database
+// URL they use the embedded cluster the data directory already holds and
+// create nothing, so that one run from the wrong directory stops with an
+// error that says where it looked, rather than working on (or printing
+// the log key of) a new empty store.
+func openExistingStore(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options) (*openedStore, error) {
+	return openStoreWith(ctx, cfg, log, opts, embedded.StartOrAttach, false)
 }
 
 func openStoreWith(ctx context.Context, cfg Config, log *slog.Logger, opts postgres.Options,
-	start func(context.Context, embedded.Options) (*embedded.Cluster, error)) (*openedStore, error) {
+	start func(context.Context, embedded.Options) (*embedded.Cluster, error), create bool) (*openedStore, error) {
 	url := cfg.DatabaseURL
 	o := &openedStore{}
 	if url == "" {
-		if err := ensureDataDir(cfg.DataDir); err != nil {
-			return nil, fmt.Errorf("setting data_dir: %w", err)
+		if create {
+			if err := ensureDataDir(cfg.DataDir); err != nil {
+				return nil, fmt.Errorf("setting data_dir: %w", err)
+			}
 		}
 		cluster, err := start(ctx, embedded.Options{
-			Dir:    filepath.Join(cfg.DataDir, "postgres"),
-			User:   cfg.PostgresUser,
-			Logger: log,
+			Dir:      filepath.Join(cfg.DataDir, "postgres"),
+			Existing: !create,
+			User:     cfg.PostgresUser,
+			Logger:   log,
 		})
 		if err != nil {
 			if errors.Is(err, embedded.ErrNoServer) {
 				return nil, err
+			}
+			if errors.Is(err, embedded.ErrNoCluster) {
+				return nil, noStoreError(cfg.DataDir)
 			}
 			return nil, fmt.Errorf("setting data_dir: embedded PostgreSQL: %w", err)
 		}
@@ -108,6 +125,15 @@ func openStoreWith(ctx context.Context, cfg Config, log *slog.Logger, opts postg
 	}
 	o.Store = s
 	return o, nil
+}
+
+// noStoreError says, in one line, that the data directory dir holds no
+// store, and how to name the right one.
+func noStoreError(dir string) error {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return fmt.Errorf("setting data_dir: no Kith store in %s (no PostgreSQL cluster in its postgres/): name the server's data directory with --data-dir, KITH_DATA_DIR or data_dir in the --config file, or its database with --database-url; only kith serve (and kith migrate) create one", dir)
 }
 
 // ensureDataDir creates the data directory and checks that Kith can write

@@ -69,7 +69,7 @@ func runLogKey(ctx context.Context, env *environment, args []string) error {
 		return misuse(env, "log-key", "takes no arguments, got %q", rest)
 	}
 	log := newLogger(env.stderr, cfg)
-	st, err := openSharedStore(ctx, cfg, log, postgres.Options{})
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
 	if err != nil {
 		return err
 	}

@@ -45,8 +45,14 @@ import (
 // Options says where and how to run a cluster.
 type Options struct {
 	// Dir is the cluster's data directory (PGDATA). It is created and
-	// initialised on first use. Its socket lives in it too.
+	// initialised on first use, unless Existing. Its socket lives in it
+	// too.
 	Dir string
+	// Existing has Start use only a cluster Dir already holds: it creates
+	// and initialises nothing (no directory, no lock file, no link) and
+	// fails with ErrNoCluster when Dir holds none. For tools that must
+	// work on a store that exists, never on a new empty one.
+	Existing bool
 	// Database is the database Kith uses; it is created when missing.
 	// Default "kith".
 	Database string
@@ -140,6 +146,10 @@ func (s State) String() string {
 // ErrNoServer is returned when no PostgreSQL server binaries can be found.
 var ErrNoServer = errors.New("no PostgreSQL server binaries (initdb, postgres) found: install them (apt-get install postgresql) or pass --database-url to use an existing server")
 
+// ErrNoCluster is returned by Start with Options.Existing when the
+// directory holds no cluster.
+var ErrNoCluster = errors.New("no PostgreSQL cluster")
+
 // ErrLocked is returned when another process already runs a cluster on the
 // same directory.
 var ErrLocked = errors.New("data directory is in use by another process")
@@ -157,6 +167,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("embedded: data directory %q: %w", opts.Dir, err)
 	}
 	opts.Dir = dir
+	if opts.Existing {
+		if err := hasCluster(dir); err != nil {
+			return nil, err
+		}
+	}
 	bin, err := findBinDir(opts.BinDir)
 	if err != nil {
 		return nil, err
@@ -227,6 +242,17 @@ func withDefaults(opts Options) Options {
 		opts.ReachableRoot = "/var/lib/kith/clusters"
 	}
 	return opts
+}
+
+// hasCluster reports, as ErrNoCluster, that dir (or what a symbolic link
+// there points to) holds no initialised cluster.
+func hasCluster(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("embedded: %s: %w", dir, ErrNoCluster)
+	} else if err != nil {
+		return fmt.Errorf("embedded: %w", err)
+	}
+	return nil
 }
 
 // initIfNeeded runs initdb on a new cluster directory.

@@ -393,3 +393,26 @@ func shortReachableDir(t *testing.T) string {
 	}
 	return filepath.Join(dir, "c")
 }
+
+// TestStartExistingCreatesNothing: with Existing, Start on a directory
+// that holds no cluster fails with ErrNoCluster and leaves nothing behind
+// (no directory, lock file or log); on a cluster made before, it starts
+// it.
+func TestStartExistingCreatesNothing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "kith-data", "postgres")
+	_, err := Start(context.Background(), Options{Dir: dir, Existing: true})
+	if !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Start(Existing) on nothing: %v, want ErrNoCluster naming %s", err, dir)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("Start(Existing) left %v in %s", left, parent)
+	}
+
+	c, _ := startCluster(t, Options{})
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := startCluster(t, Options{Dir: c.opts.Dir, Existing: true})
+	exec1(t, again.URL(), "SELECT 1")
+}
