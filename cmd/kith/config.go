@@ -32,6 +32,9 @@ type Config struct {
 	// DebugListen is a loopback address serving Go's profiler
 	// (/debug/pprof/); empty means none.
 	DebugListen string `toml:"debug_listen"`
+	// MetricsListen is an address serving /metrics alone; empty means
+	// /metrics on the public listener.
+	MetricsListen string `toml:"metrics_listen"`
 	// DatabaseMaxConns caps each process's pool of database connections.
 	DatabaseMaxConns int    `toml:"database_max_conns"`
 	LogFormat        string `toml:"log_format"`
@@ -246,6 +249,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DatabaseURL) }},
 		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.DatabaseMaxConns) }},
 		{"debug_listen", "loopback `address` serving Go's profiler at /debug/pprof/; empty means off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DebugListen) }},
+		{"metrics_listen", "`address` serving /metrics alone (then the public listener answers it 404); empty means /metrics on listen", func(c *Config) flag.Value { return (*settings.StringValue)(&c.MetricsListen) }},
 		{"log_format", "log `format`: text or json", func(c *Config) flag.Value { return (*settings.StringValue)(&c.LogFormat) }},
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*settings.StringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.ShutdownTimeout) }},
@@ -357,6 +361,11 @@ func (c Config) validate() error {
 	if c.DebugListen != "" {
 		if err := settings.CheckLoopback(c.DebugListen); err != nil {
 			return fmt.Errorf("setting debug_listen: %w", err)
+		}
+	}
+	if c.MetricsListen != "" {
+		if err := settings.CheckHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("setting metrics_listen: %w", err)
 		}
 	}
 	if c.PublicURL != "" {

@@ -1,3 +1,6 @@
+// debug.go: the listeners beside the public one: Go's profiler
+// (debug_listen) and the metrics (metrics_listen).
+
 package main
 
 import (
@@ -7,6 +10,10 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kith-keyserver/kith/cmd/internal/httpserve"
 )
 
 // listenDebug binds the debug_listen address (validated as loopback) and
@@ -30,5 +37,26 @@ func listenDebug(addr string, log *slog.Logger) (net.Listener, error) {
 	}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("profiler serving", "debug_listen", ln.Addr().String())
+	return ln, nil
+}
+
+// listenMetrics binds the metrics_listen address and serves reg's
+// metrics there, at GET /metrics and nothing else, for a Prometheus that
+// scrapes a port the public cannot reach (as Hockeypuck keeps its metrics
+// on a port of their own). Closing the returned listener stops it.
+func listenMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("setting metrics_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", httpserve.Metrics(reg))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "metrics_listen", ln.Addr().String())
 	return ln, nil
 }

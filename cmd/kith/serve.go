@@ -54,6 +54,14 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 		defer debugLn.Close()
 	}
+	reg := prometheus.NewRegistry()
+	if cfg.MetricsListen != "" {
+		metricsLn, err := listenMetrics(cfg.MetricsListen, reg, log)
+		if err != nil {
+			return err
+		}
+		defer metricsLn.Close()
+	}
 
 	// Answer at once while the store starts (initdb and the cluster's
 	// start take a while): 503 "starting" until the frontends are ready.
@@ -80,7 +88,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer st.Close()
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
 
 	ca, certPolicy, err := certificateAuthority(ctx, cfg, st.Store)
@@ -156,7 +163,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
 		return err
 	}
-	gate.Open(httpserve.Handler(mux, st, errRestarting, reg, log))
+	gate.Open(httpserve.Handler(mux, st, errRestarting, reg, cfg.MetricsListen == "", log))
 	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
 
 	select {

@@ -51,13 +51,23 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Handler adds the health check (GET /pks/health, see Health) and the
-// metrics of reg (GET /metrics) to mux, which holds the frontends'
-// routes, and puts it all behind Instrument.
-func Handler(mux *http.ServeMux, st Pinger, restarting error, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+// Handler adds the health check (GET /pks/health, see Health) and, when
+// publicMetrics, the metrics of reg (GET /metrics, see Metrics) to mux,
+// which holds the frontends' routes, and puts it all behind Instrument.
+// Without publicMetrics /metrics is left to a listener of its own
+// (metrics_listen), and mux answers it as any unknown path.
+func Handler(mux *http.ServeMux, st Pinger, restarting error, reg *prometheus.Registry, publicMetrics bool, log *slog.Logger) http.Handler {
 	mux.Handle("GET /pks/health", Health(st, restarting, log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if publicMetrics {
+		mux.Handle("GET /metrics", Metrics(reg))
+	}
 	return Instrument(mux, reg)
+}
+
+// Metrics serves reg's metrics in Prometheus' exposition format, for
+// GET /metrics on the public listener or on a listener of its own.
+func Metrics(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
 
 // Health answers 200 "ok" when the store answers within two seconds, 503

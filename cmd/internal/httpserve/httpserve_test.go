@@ -75,7 +75,7 @@ func TestHandlerCountsRequestsByRouteAndCode(t *testing.T) {
 		io.WriteString(w, "found")
 	})
 	reg := prometheus.NewRegistry()
-	h := Handler(mux, pingFunc(func(context.Context) error { return nil }), errRestarting, reg, slog.New(slog.DiscardHandler))
+	h := Handler(mux, pingFunc(func(context.Context) error { return nil }), errRestarting, reg, true, slog.New(slog.DiscardHandler))
 	for _, path := range []string{"/pks/lookup?op=get", "/pks/lookup?op=get", "/pks/lookup", "/nowhere", "/pks/health"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
 	}
@@ -91,5 +91,23 @@ func TestHandlerCountsRequestsByRouteAndCode(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), line+"\n") {
 			t.Errorf("/metrics lacks %s:\n%s", line, rec.Body.String())
 		}
+	}
+}
+
+// TestHandlerLeavesMetricsToTheirListener: without publicMetrics the
+// routes' handler answers /metrics 404, as any unknown path, while the
+// Metrics handler of the same registry serves them, counting that 404.
+func TestHandlerLeavesMetricsToTheirListener(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := Handler(http.NewServeMux(), pingFunc(func(context.Context) error { return nil }), errRestarting, reg, false, slog.New(slog.DiscardHandler))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("public /metrics: %d, want 404", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	Metrics(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := `kith_http_requests_total{code="404",route="unmatched"} 1`; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want+"\n") {
+		t.Fatalf("metrics handler: %d, want 200 with %s:\n%s", rec.Code, want, rec.Body.String())
 	}
 }
