@@ -60,7 +60,8 @@ func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc
 }
 
 func runLogKey(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "log-key", "log-key [flags]\n\nPrints the transparency log's verifier key (as GET /log/key serves it).")
+	fs := newFlagSet(env, "log-key", "log-key [flags]\n\nPrints the transparency log's verifier key (as GET /log/key serves it): from\nthe store of the server (its data directory or database), or with --server\nfrom a running server, checked against the checkpoint it serves.")
+	server := fs.String("server", "", "fetch the key from the Kith server at `URL` and check that it signs the server's checkpoint, instead of reading the store")
 	cfg, rest, err := loadToolConfig(fs, args, env.environ, "public_url", "listen", "log.key_file")
 	if err != nil {
 		return err
@@ -69,6 +70,9 @@ func runLogKey(ctx context.Context, env *environment, args []string) error {
 		return misuse(env, "log-key", "takes no arguments, got %q", rest)
 	}
 	log := newLogger(env.stderr, cfg)
+	if *server != "" {
+		return printServedLogKey(ctx, env, log, *server)
+	}
 	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
 	if err != nil {
 		return err
@@ -79,5 +83,22 @@ func runLogKey(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	fmt.Fprintln(env.stdout, key.VerifierKey())
+	return nil
+}
+
+// printServedLogKey prints the log key server serves, once its served
+// checkpoint verifies with it; otherwise it prints nothing and fails.
+func printServedLogKey(ctx context.Context, env *environment, log *slog.Logger, server string) error {
+	c, err := newServerClient(server, 0)
+	if err != nil {
+		return err
+	}
+	warnPlainHTTP(log, c, "hand you a key of their own")
+	key, cp, err := c.LogKey(ctx)
+	if err != nil {
+		return fmt.Errorf("log-key: %s: %w; not printing a key", c.Server(), err)
+	}
+	log.Debug("the served key signs the served checkpoint", "origin", cp.Origin, "size", cp.Size)
+	fmt.Fprintln(env.stdout, key)
 	return nil
 }

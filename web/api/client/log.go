@@ -69,6 +69,33 @@ func ReadLog(r io.Reader, fn func(api.LogRecord)) error {
 	}
 }
 
+// LogKey fetches the server's log key (GET /log/key) and checks that its
+// latest checkpoint (GET /log/checkpoint) verifies with it, the
+// checkpoint's origin being the key's name. It returns the key and that
+// checkpoint; a key that is not one, or that does not sign the
+// checkpoint, is an error wrapping ErrLogInvalid. It shows only that the
+// server's key and log agree, not that the key is the one the operator
+// published: compare it with theirs out of band.
+func (c *Client) LogKey(ctx context.Context) (string, tlog.Checkpoint, error) {
+	b, err := c.get(ctx, "/log/key", maxSmallBody)
+	if err != nil {
+		return "", tlog.Checkpoint{}, err
+	}
+	key := strings.TrimSpace(string(b))
+	if err := tlog.CheckVerifierKey(key); err != nil {
+		return "", tlog.Checkpoint{}, fmt.Errorf("%w: /log/key serves no log key: %w", ErrLogInvalid, err)
+	}
+	signed, err := c.get(ctx, "/log/checkpoint", maxSmallBody)
+	if err != nil {
+		return "", tlog.Checkpoint{}, fmt.Errorf("cannot check the log key against the log: %w", err)
+	}
+	cp, err := tlog.OpenCheckpoint(signed, key)
+	if err != nil {
+		return "", cp, fmt.Errorf("%w: the server's checkpoint does not verify with the key /log/key serves (%s): %w", ErrLogInvalid, key, err)
+	}
+	return key, cp, nil
+}
+
 // logState is what a state file keeps.
 type logState struct {
 	// LogKey is the verifier key every checkpoint must verify with.
