@@ -14,6 +14,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 )
 
 // Emails is what the handler needs of the identity service: mailed links
@@ -36,8 +37,9 @@ const (
 	// UploadTokenTTL is how long an upload's token may ask for mails.
 	UploadTokenTTL = time.Hour
 	// DefaultRequestsPerMinute is how many mail requests (each naming up
-	// to MaxAddresses) one client IP may make a minute: enough for a
-	// person, too few to flood mailboxes from one address.
+	// to MaxAddresses) one client (package ratelimit's) may make a
+	// minute: enough for a person, too few to flood mailboxes from one
+	// address.
 	DefaultRequestsPerMinute = 10
 )
 
@@ -53,8 +55,8 @@ type Options struct {
 	TokenKey []byte
 	// Mailer sends the verification mails.
 	Mailer mail.Sender
-	// RequestsPerMinute caps mail requests per client IP (zero: the
-	// default; negative: no cap).
+	// RequestsPerMinute caps mail requests per client (package
+	// ratelimit's; zero: the default; negative: no cap).
 	RequestsPerMinute int
 	// Logger gets the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -70,7 +72,7 @@ type Handler struct {
 	emails   Emails
 	opts     Options
 	log      *slog.Logger
-	limit    *limiter
+	limit    *ratelimit.Limiter // nil: no cap
 }
 
 // NewHandler returns a Handler that finds keys with finder and stores
@@ -92,7 +94,7 @@ func NewHandler(finder keys.Finder, uploads keys.Uploader, verified identity.Ver
 		opts.RequestsPerMinute = DefaultRequestsPerMinute
 	}
 	return &Handler{keys: finder, uploads: uploads, verified: verified, emails: emails, opts: opts, log: opts.Logger,
-		limit: newLimiter(opts.RequestsPerMinute, opts.Now)}, nil
+		limit: ratelimit.New(opts.RequestsPerMinute, opts.Now)}, nil
 }
 
 // Register adds the routes to mux.

@@ -120,7 +120,7 @@ func (h *Handler) serveRequestWithdraw(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, action identity.EmailAction) {
-	if !h.limit.allow(r) {
+	if !h.limit.Allow(w, r) {
 		jsonError(w, http.StatusTooManyRequests, "too many requests from this address: wait a minute")
 		return
 	}

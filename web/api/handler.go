@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/identity/verify"
 )
@@ -44,9 +45,9 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheSize bounds the number of cached handles; zero means 100,000.
 	CacheSize int
-	// ChallengesPerMinute is how many challenges one client IP may ask
-	// for a minute, after a burst of as many; zero means 30, negative
-	// means no limit.
+	// ChallengesPerMinute is how many challenges one client (package
+	// ratelimit's) may ask for a minute, at once or spread out; zero
+	// means 30, negative means no limit.
 	ChallengesPerMinute int
 }
 
@@ -58,7 +59,7 @@ type Handler struct {
 	now      func() time.Time
 	ttl      time.Duration
 	cache    *cache
-	limit    *limiter // nil: no limit
+	limit    *ratelimit.Limiter // nil: no limit
 	mux      *http.ServeMux
 	maxAgeHV string
 	krl      krlCache
@@ -94,12 +95,10 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 		cache:    newCache(opts.CacheSize, opts.CacheTTL),
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
 	}
-	switch {
-	case opts.ChallengesPerMinute == 0:
-		h.limit = newLimiter(defaultChallengesPerMinute, defaultChallengesPerMinute, opts.Now)
-	case opts.ChallengesPerMinute > 0:
-		h.limit = newLimiter(opts.ChallengesPerMinute, opts.ChallengesPerMinute, opts.Now)
+	if opts.ChallengesPerMinute == 0 {
+		opts.ChallengesPerMinute = defaultChallengesPerMinute
 	}
+	h.limit = ratelimit.New(opts.ChallengesPerMinute, opts.Now)
 	// Read your own writes: a write drops what it changed on this node
 	// before it answers; other nodes drop it on the notification.
 	h.svc.Subscribe(func(_ context.Context, handles []identity.Handle) {

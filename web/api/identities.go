@@ -65,8 +65,7 @@ func parseFactor(s string) (identity.Factor, string, error) {
 }
 
 func (h *Handler) postChallenge(w http.ResponseWriter, r *http.Request) error {
-	if h.limit != nil && !h.limit.allow(r) {
-		w.Header().Set("Retry-After", "60")
+	if !h.limit.Allow(w, r) {
 		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many challenges from this address; try again in a minute")
 		return nil
 	}
