@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kith-keyserver/kith/cmd/internal/clientaddr"
 	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
@@ -44,10 +45,15 @@ type Config struct {
 	ShutdownTimeout settings.Duration `toml:"shutdown_timeout"`
 	// PostgresUser runs the embedded cluster when Kith runs as root.
 	PostgresUser string `toml:"postgres_user"`
-	// ChallengesPerMinute caps how many identity challenges one client IP
-	// may ask for a minute; negative means no cap (behind a proxy that
-	// hides client addresses, cap there instead).
+	// ChallengesPerMinute caps how many identity challenges one client
+	// (identity/ratelimit's) may ask for a minute; negative means no cap.
 	ChallengesPerMinute int `toml:"challenges_per_minute"`
+	// TrustedProxies are the networks (CIDRs, or single addresses) of the
+	// proxies in front of Kith: from a peer inside one, the client is the
+	// right-most address of X-Forwarded-For (or Forwarded) that is not
+	// itself trusted. Empty: the headers are ignored, the peer is the
+	// client.
+	TrustedProxies settings.StringList `toml:"trusted_proxies"`
 	// Recon is the [recon] section: SKS set reconciliation with peers.
 	Recon ReconConfig `toml:"recon"`
 	// Web is the [web] section: sessions and cookies of the pages.
@@ -254,7 +260,8 @@ func kithSettings() []settings.Setting[Config] {
 		{"log_level", "log `level`: debug, info, warn or error", func(c *Config) flag.Value { return (*settings.StringValue)(&c.LogLevel) }},
 		{"shutdown_timeout", "how long (a `duration`) in-flight requests may run after SIGINT/SIGTERM", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.ShutdownTimeout) }},
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PostgresUser) }},
-		{"challenges_per_minute", "identity challenges one client IP may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.ChallengesPerMinute) }},
+		{"trusted_proxies", "`networks` (CIDRs, comma-separated) of the proxies whose X-Forwarded-For or Forwarded names the client; empty: those headers are ignored", func(c *Config) flag.Value { return (*settings.ListValue)(&c.TrustedProxies) }},
+		{"challenges_per_minute", "identity challenges one client (IPv4 address, IPv6 /64) may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.ChallengesPerMinute) }},
 		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Recon.Listen) }},
 		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Recon.Interval) }},
 		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Web.SessionLifetime) }},
@@ -404,6 +411,9 @@ func (c Config) validate() error {
 	if c.ChallengesPerMinute == 0 {
 		return errors.New("setting challenges_per_minute: must not be 0 (negative means no cap)")
 	}
+	if _, err := clientaddr.ParsePrefixes(c.TrustedProxies); err != nil {
+		return fmt.Errorf("setting trusted_proxies: %w", err)
+	}
 	if c.Web.SessionLifetime <= 0 {
 		return errors.New("setting web.session_lifetime: must be positive")
 	}
@@ -434,6 +444,13 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// proxies is the resolver of clients behind trusted_proxies (validate
+// has checked it).
+func (c Config) proxies() clientaddr.Resolver {
+	p, _ := clientaddr.ParsePrefixes(c.TrustedProxies)
+	return clientaddr.Resolver{Trusted: p}
 }
 
 // publicURL is the server's URL as clients see it.

@@ -163,7 +163,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
 		return err
 	}
-	gate.Open(httpserve.Handler(mux, st, errRestarting, reg, cfg.MetricsListen == "", log))
+	// Every limit and log line after this reads the client from
+	// RemoteAddr, resolved once behind trusted_proxies.
+	gate.Open(cfg.proxies().Handler(httpserve.Handler(mux, st, errRestarting, reg, cfg.MetricsListen == "", log)))
 	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
 
 	select {
