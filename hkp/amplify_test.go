@@ -161,13 +161,13 @@ func TestBroadGetOfHugeKeysIsRefusedOrStreamed(t *testing.T) {
 		t.Errorf("streamed get: %d keys, %v", len(keys), err)
 	}
 
-	// hashquery streams too and stops at its own cap.
+	// hashquery streams too and stops at the same cap.
 	var digests [][16]byte
 	keys, _, _ := ts.store.FindKeys(t.Context(), wordsQuery("amplifier"))
 	for _, k := range keys {
 		digests = append(digests, k.Digest)
 	}
-	small := newTestServerOn(t, ts.store, Options{MaxHashQueryResponse: 5 << 20})
+	small := newTestServerOn(t, ts.store, Options{MaxAnswerSize: 5 << 20})
 	req, _ := http.NewRequest("POST", small.url+"/pks/hashquery", bytes.NewReader(hashQueryBody(digests...)))
 	r := small.do(req)
 	if r.code != http.StatusOK {

@@ -46,11 +46,9 @@ const (
 	// DefaultMaxHashQueryDigests caps the digests of one hashquery
 	// (SKS asks for 100 at a time).
 	DefaultMaxHashQueryDigests = 1000
-	// DefaultMaxHashQueryResponse caps a hashquery response; keys past it
-	// are left out (the peer asks again for what it still lacks).
-	DefaultMaxHashQueryResponse = 32 << 20
-	// DefaultMaxAnswerSize caps the keys' bytes one op=get may return;
-	// a broader get is refused with 400 before any key is read.
+	// DefaultMaxAnswerSize caps the keys' bytes one op=get or
+	// /pks/hashquery answer may carry: a broader get is refused with 400
+	// before any key is read; a hashquery answers the keys that fit.
 	DefaultMaxAnswerSize = 16 << 20
 	// DefaultStatsTTL is how long the store's statistics are reused.
 	DefaultStatsTTL = 10 * time.Second
@@ -66,10 +64,11 @@ type Options struct {
 	MaxBodySize int64
 	// MaxHashQueryDigests caps the digests of one /pks/hashquery request.
 	MaxHashQueryDigests int
-	// MaxHashQueryResponse caps the keys' bytes of one hashquery answer.
-	MaxHashQueryResponse int
-	// MaxAnswerSize caps the keys' bytes (before armor) of one op=get or
-	// op=hget answer; a get over it is refused with 400.
+	// MaxAnswerSize caps the keys' bytes (before armor) of one op=get,
+	// op=hget or /pks/hashquery answer. A get over it is refused with 400;
+	// a hashquery answers the keys that fit and
+	// leaves the rest out, for the peer to ask again after its next round
+	// (an error would make SKS drop the whole batch).
 	MaxAnswerSize int
 	// CacheSize bounds the answer cache in bytes; negative disables it.
 	CacheSize int64
@@ -105,9 +104,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHashQueryDigests <= 0 {
 		o.MaxHashQueryDigests = DefaultMaxHashQueryDigests
-	}
-	if o.MaxHashQueryResponse <= 0 {
-		o.MaxHashQueryResponse = DefaultMaxHashQueryResponse
 	}
 	if o.MaxAnswerSize <= 0 {
 		o.MaxAnswerSize = DefaultMaxAnswerSize

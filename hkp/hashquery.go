@@ -2,7 +2,10 @@
 // reconciliation found missing. The wire format is package recon's, which
 // keeps both ends of it; this file serves it from the store. Digests the
 // store does not hold are left out of the answer, and so are keys past the
-// response cap: the peer asks again for what it still lacks.
+// answer cap (Options.MaxAnswerSize, the same as op=get's): the peer asks
+// again for what it still lacks. A partial answer, not an error, because
+// SKS drops the whole batch of 100 digests on a non-2xx status but stores
+// whatever keys a 200 answer carries, so the keys that fit make progress.
 
 package hkp
 
@@ -76,7 +79,7 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n := hashQueryFit(ks, h.opts.MaxHashQueryResponse)
+	n := hashQueryFit(ks, h.opts.MaxAnswerSize)
 	if n < len(ks) {
 		h.log.Info("hkp: hashquery answer cut at the size cap", "asked", len(digests), "found", len(ks), "sent", n)
 	}

@@ -120,3 +120,52 @@ func TestHashQueryServesStoredKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestHashQueryObeysMaxAnswerSize: op=get's answer cap (hkp.max_answer_bytes)
+// bounds a hashquery answer too; it carries the keys that fit, so that a
+// peer stores those and asks again for the rest.
+func TestHashQueryObeysMaxAnswerSize(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	var digests [][16]byte
+	for i := 0; i < 3; i++ {
+		e := newEntity(t, fmt.Sprintf("Capped Key %d", i), fmt.Sprintf("c%d@example.org", i), int64(300+i))
+		ts.mustAdd(armored(t, binaryKey(t, e)))
+		k, _ := pgp.ParseKey(binaryKey(t, e))
+		applied, _, err := pgp.DefaultPolicy().Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, applied.Digest())
+	}
+	post := func(url string) [][]byte {
+		t.Helper()
+		res, err := http.Post(url+"/pks/hashquery", "application/octet-stream", bytes.NewReader(hashQueryBody(digests...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("hashquery: %d %s", res.StatusCode, b)
+		}
+		return readHashQueryResponse(t, b)
+	}
+	all := post(ts.url)
+	total := 0
+	for _, k := range all {
+		total += len(k)
+	}
+	if len(all) != 3 {
+		t.Fatalf("uncapped hashquery: %d keys, want 3", len(all))
+	}
+
+	capped := newTestServerOn(t, ts.store, Options{MaxAnswerSize: total - 1})
+	got := post(capped.url)
+	sent := 0
+	for _, k := range got {
+		sent += len(k)
+	}
+	if len(got) == 0 || len(got) >= 3 || sent > total-1 {
+		t.Errorf("hashquery under a %d-byte answer cap: %d keys of %d bytes, want 1 or 2 keys within the cap", total-1, len(got), sent)
+	}
+}

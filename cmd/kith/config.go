@@ -155,8 +155,9 @@ type HKPConfig struct {
 	// proven for an identity, or uploaded by a logged-in session) or "off"
 	// (a read-only mirror); recon fetches follow it too.
 	Uploads string `toml:"uploads"`
-	// MaxAnswerBytes caps the keys' bytes one op=get may return; a
-	// broader get is refused with 400 before any key is read.
+	// MaxAnswerBytes caps the keys' bytes one op=get or /pks/hashquery
+	// answer may carry: a broader get is refused with 400 before any key
+	// is read; a hashquery answers the keys that fit.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
 }
 
@@ -275,7 +276,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SMTP.StartTLS) }},
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*settings.ListValue)(&c.WKD.Domains) }},
 		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*settings.ListValue)(&c.Hosts.Names) }},
-		{"hkp.max_answer_bytes", "the most key `bytes` one op=get answers; a broader get is refused with 400", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxAnswerBytes) }},
+		{"hkp.max_answer_bytes", "the most key `bytes` one op=get or /pks/hashquery answers; a broader get is refused with 400, a hashquery answers the keys that fit", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxAnswerBytes) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Log.KeyFile) }},
 		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SSHCA.Enabled) }},
