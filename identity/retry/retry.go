@@ -14,6 +14,7 @@ package retry
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 )
 
@@ -36,6 +37,12 @@ type Backoff struct {
 	// Healthy is how long a run must last for the backoff to reset; 0
 	// means DefaultHealthy.
 	Healthy time.Duration
+	// Jitter, between 0 and 1, lengthens each wait by a random fraction
+	// of itself up to Jitter, so that waiters that failed together (the
+	// nodes of a pool whose peer went down) do not come back in step.
+	// Min and Max bound the wait before the jitter: with Jitter 0.5 the
+	// first wait is from Min to 1.5 Min. 0 means no jitter.
+	Jitter float64
 
 	next time.Duration
 }
@@ -61,13 +68,17 @@ func (b *Backoff) healthy() time.Duration {
 	return DefaultHealthy
 }
 
-// Next returns the wait before the next attempt and doubles the one after.
+// Next returns the wait before the next attempt (jittered) and doubles
+// the one after.
 func (b *Backoff) Next() time.Duration {
 	if b.next == 0 {
 		b.next = b.min()
 	}
 	d := b.next
 	b.next = min(2*b.next, b.max())
+	if j := min(b.Jitter, 1); j > 0 {
+		d += time.Duration(rand.Float64() * j * float64(d))
+	}
 	return d
 }
 

@@ -93,3 +93,27 @@ func TestLoopResetsAfterAHealthyRun(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoffJitterLengthensWithinBounds(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		b := Backoff{Min: time.Second, Max: 8 * time.Second, Jitter: 0.5}
+		var prev time.Duration
+		for i, base := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+			d := b.Next()
+			if d < base || d >= base+base/2 {
+				t.Fatalf("wait %d = %v, want in [%v, %v)", i, d, base, base+base/2)
+			}
+			if i < 4 && d <= prev {
+				t.Fatalf("wait %d = %v, not longer than the one before (%v)", i, d, prev)
+			}
+			prev = d
+			if i == 0 {
+				seen[d] = true
+			}
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("50 first waits were all %v: no jitter", seen)
+	}
+}
