@@ -72,6 +72,13 @@ const DefaultListen = "127.0.0.1:11370"
 // DefaultInterval is the default mean time between gossip rounds.
 const DefaultInterval = 60 * time.Second
 
+// Refused connections are logged at most once per refusalLogEvery for
+// each remote address, for up to refusalLogAddrs addresses at a time.
+const (
+	refusalLogEvery = time.Minute
+	refusalLogAddrs = 4096
+)
+
 // PeerStatus is a snapshot of one peer's recon history.
 type PeerStatus struct {
 	Peer             Peer
@@ -100,6 +107,9 @@ type Manager struct {
 	metrics *metrics
 	sem     chan struct{}
 
+	// refusals limits the log lines about refused connections.
+	refusals *logLimiter
+
 	mu     sync.Mutex
 	peers  []Peer
 	status map[string]*PeerStatus
@@ -127,7 +137,9 @@ func NewManager(cfg ManagerConfig, tree *Tree, fetcher Fetcher, logger *slog.Log
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{cfg: cfg, tree: tree, fetcher: fetcher, log: logger,
-		sem: make(chan struct{}, cfg.MaxIncoming), status: make(map[string]*PeerStatus)}
+		sem:      make(chan struct{}, cfg.MaxIncoming),
+		refusals: newLogLimiter(refusalLogEvery, refusalLogAddrs, time.Now),
+		status:   make(map[string]*PeerStatus)}
 	if err := m.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -213,9 +225,7 @@ func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 		select {
 		case m.sem <- struct{}{}:
 		default:
-			m.log.Warn("recon: refused connection: too many sessions", "remote", c.RemoteAddr().String())
-			m.metrics.refused("busy")
-			c.Close()
+			m.refused(c, "busy", "recon: refused connection: too many sessions")
 			continue
 		}
 		wg.Add(1)
@@ -263,9 +273,7 @@ func (m *Manager) serveConn(ctx context.Context, c net.Conn) {
 	host, _, _ := net.SplitHostPort(remote)
 	cands := m.peersAt(ctx, net.ParseIP(host))
 	if len(cands) == 0 {
-		m.log.Warn("recon: refused connection: not a listed peer", "remote", remote)
-		m.metrics.refused("unlisted")
-		c.Close()
+		m.refused(c, "unlisted", "recon: refused connection: not a listed peer")
 		return
 	}
 	peer := cands[0]
@@ -293,6 +301,22 @@ func (m *Manager) serveConn(ctx context.Context, c net.Conn) {
 	if _, err := m.finishSession(ctx, peer, "drive", host, start, res, err); err != nil {
 		m.log.Warn("recon: session failed", "peer", peer.Address, "role", "drive", "err", err)
 	}
+}
+
+// refused counts and closes a connection served nothing, and logs it
+// unless a line for the same remote IP and reason was logged in the last
+// minute: anyone can connect, and each connection must not buy a line.
+func (m *Manager) refused(c net.Conn, reason, msg string) {
+	remote := c.RemoteAddr().String()
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	m.metrics.refused(reason)
+	if ok, suppressed := m.refusals.allow(reason + " " + host); ok {
+		m.log.Warn(msg, "remote", remote, "suppressed_since_last", suppressed)
+	}
+	c.Close()
 }
 
 func sameFilters(ps []Peer) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -317,5 +318,101 @@ func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 	}
 	if !strings.Contains(failed[2], "store unavailable") {
 		t.Errorf("fetch failure line = %q, want the store's error", failed[2])
+	}
+}
+
+// logLines returns the lines of a text log that contain msg.
+func logLines(log, msg string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestManagerLogsRefusedConnectionsOncePerMinute: connections from an
+// address that is not a peer are each counted but logged once a minute.
+func TestManagerLogsRefusedConnectionsOncePerMinute(t *testing.T) {
+	ln := listen(t)
+	reg := prometheus.NewRegistry()
+	var logs lockedBuffer
+	m, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.2:11370"}}}, NewTree(), newRecordingFetcher(),
+		slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.refusals = newLogLimiter(refusalLogEvery, refusalLogAddrs, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Serve(ctx, ln)
+	connect := func(n int) {
+		for range n {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The refusal is counted and logged before the close we wait for.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("read from refused connection = %v, want EOF", err)
+			}
+			c.Close()
+		}
+	}
+	connect(10)
+	if got := counterValue(t, m.metrics.refusals.WithLabelValues("unlisted")); got != 10 {
+		t.Fatalf("refusals = %v, want 10", got)
+	}
+	if lines := logLines(logs.String(), "refused connection"); len(lines) != 1 {
+		t.Fatalf("%d log lines for 10 refused connections in a minute, want 1:\n%s", len(lines), logs.String())
+	}
+	mu.Lock()
+	now = now.Add(refusalLogEvery)
+	mu.Unlock()
+	connect(1)
+	lines := logLines(logs.String(), "refused connection")
+	if len(lines) != 2 || !strings.Contains(lines[1], "suppressed_since_last=9") {
+		t.Fatalf("after a minute: lines %q, want a second one saying 9 were suppressed", lines)
+	}
+}
+
+func TestLogLimiterStaysBounded(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := newLogLimiter(time.Minute, 3, func() time.Time { return now })
+	for _, k := range []string{"a", "b", "c"} {
+		if ok, _ := l.allow(k); !ok {
+			t.Fatalf("first line for %s refused", k)
+		}
+	}
+	// Past the maximum, new keys share one allowance.
+	if ok, _ := l.allow("d"); !ok {
+		t.Fatal("first key over the maximum refused")
+	}
+	if ok, _ := l.allow("e"); ok {
+		t.Fatal("second key over the maximum allowed in the same minute")
+	}
+	if ok, _ := l.allow("a"); ok {
+		t.Fatal("second line for a tracked key allowed in the same minute")
+	}
+	for i := range 1000 {
+		l.allow(fmt.Sprint("flood", i))
+	}
+	if n := len(l.last); n > 4 {
+		t.Fatalf("limiter tracks %d keys, want at most 3 and the shared one", n)
+	}
+	now = now.Add(time.Minute)
+	if ok, _ := l.allow("f"); !ok {
+		t.Fatal("a new key refused after the minute, when the old ones are forgotten")
+	}
+	if n := len(l.last); n > 4 {
+		t.Fatalf("limiter tracks %d keys, want at most 4", n)
 	}
 }
