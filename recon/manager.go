@@ -50,7 +50,8 @@ type ManagerConfig struct {
 	Listen string
 	// Interval is the mean time between gossip rounds; each wait is drawn
 	// from ±25% around it. After a failed round the wait backs off from
-	// retry.DefaultMin up to Interval instead. Default 60 s.
+	// GossipRetryMin (or Interval, if shorter), doubling up to Interval,
+	// each wait lengthened by up to half of itself at random. Default 60 s.
 	Interval time.Duration
 	// HTTPPort is the local HKP port, announced to peers for hashquery.
 	HTTPPort int
@@ -71,6 +72,14 @@ const DefaultListen = "127.0.0.1:11370"
 
 // DefaultInterval is the default mean time between gossip rounds.
 const DefaultInterval = 60 * time.Second
+
+// GossipRetryMin is the first wait after a failed gossip round: long
+// enough that a peer that is down (or restarting) is not dialled again at
+// once, short enough that a passing fault costs one round only.
+const GossipRetryMin = 5 * time.Second
+
+// gossipRetryJitter lengthens each retry wait by up to half of itself.
+const gossipRetryJitter = 0.5
 
 // Refused connections are logged at most once per refusalLogEvery for
 // each remote address, for up to refusalLogAddrs addresses at a time.
@@ -109,10 +118,15 @@ type Manager struct {
 
 	// refusals limits the log lines about refused connections.
 	refusals *logLimiter
+	// dial connects to a peer and wait sleeps between gossip rounds;
+	// tests replace them.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	wait func(ctx context.Context, d time.Duration) bool
 
-	mu     sync.Mutex
-	peers  []Peer
-	status map[string]*PeerStatus
+	mu      sync.Mutex
+	peers   []Peer
+	status  map[string]*PeerStatus
+	failing map[string]int // by peer address: gossip rounds failed in a row
 }
 
 // NewManager returns a Manager for tree. Fetched keys go to fetcher; logs
@@ -136,10 +150,12 @@ func NewManager(cfg ManagerConfig, tree *Tree, fetcher Fetcher, logger *slog.Log
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	m := &Manager{cfg: cfg, tree: tree, fetcher: fetcher, log: logger,
 		sem:      make(chan struct{}, cfg.MaxIncoming),
 		refusals: newLogLimiter(refusalLogEvery, refusalLogAddrs, time.Now),
-		status:   make(map[string]*PeerStatus)}
+		dial:     d.DialContext, wait: retry.Wait,
+		status: make(map[string]*PeerStatus), failing: make(map[string]int)}
 	if err := m.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -345,18 +361,23 @@ func (m *Manager) sessionConfig(p Peer) SessionConfig {
 }
 
 // Gossip reconciles with a random enabled peer every interval (±25%)
-// until ctx is done. A failed round (peer unreachable, session error,
-// fetch or store failure) is logged with the wait before the next one,
-// which backs off from retry.DefaultMin up to the interval; a good round
-// resets the backoff. Failures are also counted in Status.
+// until ctx is done. After a failed round (peer unreachable, session
+// error, fetch or store failure) the next one comes sooner: after
+// GossipRetryMin, then twice that and so on up to the interval, each
+// wait jittered (see retry.Backoff); a good round resets the backoff.
+// A peer's first failed round is logged as a warning with the wait
+// before the next round; while its rounds keep failing they are logged
+// at debug level, and its first good round after them at info level, so
+// a dead peer costs one warning, not one per retry. Failures are also
+// counted in Status.
 func (m *Manager) Gossip(ctx context.Context) {
 	m.gossip(ctx, m.jittered())
 }
 
 // gossip is Gossip with the first round after first.
 func (m *Manager) gossip(ctx context.Context, first time.Duration) {
-	b := retry.Backoff{Max: m.cfg.Interval}
-	for wait := first; retry.Wait(ctx, wait); {
+	b := retry.Backoff{Min: min(GossipRetryMin, m.cfg.Interval), Max: m.cfg.Interval, Jitter: gossipRetryJitter}
+	for wait := first; m.wait(ctx, wait); {
 		wait = m.jittered()
 		p, ok := m.pickPeer()
 		if !ok {
@@ -368,10 +389,36 @@ func (m *Manager) gossip(ctx context.Context, first time.Duration) {
 		}
 		if err != nil {
 			wait = b.Next()
-			m.log.Warn("recon: gossip round failed", "peer", p.Address, "err", err, "retry_in", wait)
+			m.roundFailed(p, err, wait)
 			continue
 		}
 		b.Reset()
+		m.roundSucceeded(p)
+	}
+}
+
+// roundFailed logs a failed gossip round with p: a warning the first time
+// in a row, debug lines after it.
+func (m *Manager) roundFailed(p Peer, err error, wait time.Duration) {
+	m.mu.Lock()
+	m.failing[p.Address]++
+	n := m.failing[p.Address]
+	m.mu.Unlock()
+	if n == 1 {
+		m.log.Warn("recon: gossip round failed", "peer", p.Address, "err", err, "retry_in", wait)
+		return
+	}
+	m.log.Debug("recon: gossip round failed again", "peer", p.Address, "failed_rounds", n, "err", err, "retry_in", wait)
+}
+
+// roundSucceeded logs that p recovered, if its rounds were failing.
+func (m *Manager) roundSucceeded(p Peer) {
+	m.mu.Lock()
+	n := m.failing[p.Address]
+	delete(m.failing, p.Address)
+	m.mu.Unlock()
+	if n > 0 {
+		m.log.Info("recon: gossip with peer works again", "peer", p.Address, "failed_rounds", n)
 	}
 }
 
@@ -409,8 +456,7 @@ func (m *Manager) ReconcileWith(ctx context.Context, peer Peer) (Result, FetchRe
 // reconcile is ReconcileWith without the log line on failure.
 func (m *Manager) reconcile(ctx context.Context, peer Peer) (Result, FetchResult, error) {
 	start := time.Now()
-	d := net.Dialer{Timeout: m.cfg.DialTimeout}
-	c, err := d.DialContext(ctx, "tcp", peer.Address)
+	c, err := m.dial(ctx, "tcp", peer.Address)
 	if err != nil {
 		err = fmt.Errorf("recon: dialing %s: %w", peer.Address, err)
 		m.finishSession(ctx, peer, "answer", "", start, Result{}, err)

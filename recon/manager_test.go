@@ -262,6 +262,50 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// waitRecorder stands in for the gossip loop's sleep: it records each
+// wait and returns at once, until a wait as long as a normal round's
+// (the interval is an hour in these tests) ends the loop.
+type waitRecorder struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (w *waitRecorder) wait(ctx context.Context, d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waits = append(w.waits, d)
+	return ctx.Err() == nil && d < 30*time.Minute
+}
+
+// logLines returns the lines of a text log that contain msg.
+func logLines(log, msg string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// checkRetryWaits checks the waits after failed rounds: the first at
+// least GossipRetryMin (seconds, not the 100 ms that made a dead peer get
+// a connection and a warning every few hundred milliseconds), each within
+// its jitter and, below the cap, longer than the one before.
+func checkRetryWaits(t *testing.T, waits []time.Duration, interval time.Duration) {
+	t.Helper()
+	base := GossipRetryMin
+	for i, d := range waits {
+		if d < base || d >= base+base/2 {
+			t.Errorf("retry wait %d = %v, want in [%v, %v)", i, d, base, base+base/2)
+		}
+		if i > 0 && base < interval && d <= waits[i-1] {
+			t.Errorf("retry wait %d = %v, not longer than the one before (%v)", i, d, waits[i-1])
+		}
+		base = min(2*base, interval)
+	}
+}
+
 func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 	// The interval is an hour, so only the backoff can explain the
 	// retries: two sessions the peer hangs up on, then one whose fetch
@@ -276,10 +320,12 @@ func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 	fA := newRecordingFetcher()
 	peer := Peer{Address: lnB.Addr().String(), HTTP: "http://127.0.0.1:2"}
 	mA, err := NewManager(ManagerConfig{Interval: time.Hour, Peers: []Peer{peer}}, BuildTree(a),
-		&flakyFetcher{fails: 1, next: fA}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+		&flakyFetcher{fails: 1, next: fA}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var w waitRecorder
+	mA.wait = w.wait
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -292,7 +338,7 @@ func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 		}
 		mB.Serve(ctx, lnB)
 	}()
-	go mA.gossip(ctx, 0)
+	mA.gossip(ctx, 0) // returns at the first normal wait, after the good round
 
 	call := fA.wait(t)
 	if !sameDigests(call.missing, dOnly) {
@@ -301,35 +347,90 @@ func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 	if st := mA.Status()[0]; st.Sessions != 4 || st.Failures != 3 {
 		t.Fatalf("status = %+v, want 4 sessions and 3 failures", st)
 	}
-	var failed []string
-	for _, line := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(line, "gossip round failed") {
-			failed = append(failed, line)
-		}
+	if len(w.waits) != 5 {
+		t.Fatalf("waits %v, want the first, three retries and a normal one", w.waits)
 	}
-	want := []string{"retry_in=100ms", "retry_in=200ms", "retry_in=400ms"}
-	if len(failed) != len(want) {
-		t.Fatalf("%d failure lines, want %d:\n%s", len(failed), len(want), logs.String())
+	checkRetryWaits(t, w.waits[1:4], time.Hour)
+	if d := w.waits[4]; d < 45*time.Minute {
+		t.Errorf("wait after the good round = %v, want the interval ±25%%", d)
+	}
+	failed := logLines(logs.String(), "gossip round failed")
+	if len(failed) != 3 {
+		t.Fatalf("%d failure lines, want 3:\n%s", len(failed), logs.String())
 	}
 	for i, line := range failed {
-		if !strings.Contains(line, "peer="+peer.Address) || !strings.Contains(line, want[i]) {
-			t.Errorf("failure line %d = %q, want the peer and %s", i, line, want[i])
+		level := map[bool]string{true: "level=WARN", false: "level=DEBUG"}[i == 0]
+		if !strings.Contains(line, level) || !strings.Contains(line, "peer="+peer.Address) || !strings.Contains(line, "retry_in=") {
+			t.Errorf("failure line %d = %q, want %s, the peer and the wait", i, line, level)
 		}
 	}
 	if !strings.Contains(failed[2], "store unavailable") {
 		t.Errorf("fetch failure line = %q, want the store's error", failed[2])
 	}
+	if back := logLines(logs.String(), "works again"); len(back) != 1 || !strings.Contains(back[0], "level=INFO") || !strings.Contains(back[0], "failed_rounds=3") {
+		t.Errorf("recovery lines %q, want one at INFO with failed_rounds=3", back)
+	}
 }
 
-// logLines returns the lines of a text log that contain msg.
-func logLines(log, msg string) []string {
-	var out []string
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, msg) {
-			out = append(out, line)
-		}
+// TestGossipWithDeadPeerWarnsOnce: a peer that cannot be reached for six
+// rounds costs one warning, debug lines after it, and one info line when
+// it comes back; the waits grow from seconds up to the interval.
+func TestGossipWithDeadPeerWarnsOnce(t *testing.T) {
+	d, a, dOnly, _ := splitSets(81, 200, 3, 3)
+	lnB := listen(t)
+	mB, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.1:1"}}}, BuildTree(d), newRecordingFetcher(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mB.Serve(ctx, lnB)
+
+	var logs lockedBuffer
+	fA := newRecordingFetcher()
+	peer := Peer{Address: "192.0.2.1:11370", HTTP: "http://127.0.0.1:2"} // never dialled for real
+	const interval = time.Minute
+	mA, err := NewManager(ManagerConfig{Interval: interval, Peers: []Peer{peer}}, BuildTree(a), fA,
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dead = 6
+	var dials []string
+	mA.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials = append(dials, addr)
+		if len(dials) <= dead {
+			return nil, errors.New("connection refused")
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, lnB.Addr().String())
+	}
+	var w waitRecorder
+	mA.wait = func(ctx context.Context, d time.Duration) bool {
+		w.wait(ctx, d)
+		return len(dials) <= dead // stop after the good round
+	}
+	mA.gossip(ctx, 0)
+
+	if len(dials) != dead+1 || dials[0] != peer.Address {
+		t.Fatalf("dialled %v, want %s %d times", dials, peer.Address, dead+1)
+	}
+	if call := fA.wait(t); !sameDigests(call.missing, dOnly) {
+		t.Fatalf("fetched %d digests after recovery, want %d", len(call.missing), len(dOnly))
+	}
+	if len(w.waits) != dead+2 {
+		t.Fatalf("waits %v, want the first, %d retries and a normal one", w.waits, dead)
+	}
+	checkRetryWaits(t, w.waits[1:dead+1], interval)
+	out := logs.String()
+	if n := len(logLines(out, "level=WARN")); n != 1 {
+		t.Errorf("%d warnings for %d failed rounds, want 1:\n%s", n, dead, out)
+	}
+	if n := len(logLines(out, "gossip round failed again")); n != dead-1 {
+		t.Errorf("%d debug lines for the failures after the first, want %d:\n%s", n, dead-1, out)
+	}
+	if back := logLines(out, "works again"); len(back) != 1 || !strings.Contains(back[0], "level=INFO") {
+		t.Errorf("recovery lines %q, want one at INFO", back)
+	}
 }
 
 // TestManagerLogsRefusedConnectionsOncePerMinute: connections from an
