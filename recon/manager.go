@@ -88,11 +88,14 @@ const (
 	refusalLogAddrs = 4096
 )
 
-// PeerStatus is a snapshot of one peer's recon history.
+// PeerStatus is a snapshot of one peer's recon history. A round is a
+// session and the fetch of what it found missing; it is good when both
+// succeeded. LastError may name internal addresses: it is for the logs,
+// never for strangers.
 type PeerStatus struct {
 	Peer             Peer
 	LastRecon        time.Time     // when the last session ended
-	LastSuccess      time.Time     // when a session last succeeded
+	LastSuccess      time.Time     // when a round last ended good, in either role
 	LastDuration     time.Duration // how long the last session took
 	Sessions         int           // sessions in either role
 	Failures         int           // failed sessions and fetches
@@ -102,6 +105,13 @@ type PeerStatus struct {
 	KeysStored       int           // fetched keys the store accepted
 	KeysUnchanged    int           // fetched keys whose merge changed nothing
 	KeysRejected     int           // fetched keys the store rejected
+
+	// HTTP is the peer's HKP base URL: Peer.HTTP, or the one built from
+	// the port its last good session announced (empty until then).
+	HTTP         string
+	LastIncoming time.Time // when a round the peer started last ended good
+	LastOutgoing time.Time // when a round this side started last ended good
+	FailingSince time.Time // when the rounds began failing; zero after a good one
 }
 
 // Manager runs recon with a set of peers: it accepts their connections
@@ -184,8 +194,11 @@ func (m *Manager) SetPeers(peers []Peer) error {
 	for _, p := range peers {
 		if st, ok := m.status[p.Address]; ok {
 			st.Peer = p
+			if p.HTTP != "" {
+				st.HTTP = p.HTTP
+			}
 		} else {
-			m.status[p.Address] = &PeerStatus{Peer: p}
+			m.status[p.Address] = &PeerStatus{Peer: p, HTTP: p.HTTP}
 		}
 	}
 	return nil
@@ -482,12 +495,17 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	st.LastRecon = time.Now()
 	st.LastDuration = took
 	if err != nil {
-		st.Failures++
-		st.LastError = err.Error()
+		st.failed(err, st.LastRecon)
 	} else {
-		st.LastSuccess = st.LastRecon
 		st.ElementsReceived += len(res.Missing)
 		st.ElementsSent += len(res.PeerMissing)
+	}
+	if err == nil && peer.HTTP == "" && res.Remote.HTTPPort > 0 && host != "" {
+		peer.HTTP = "http://" + net.JoinHostPort(host, strconv.Itoa(res.Remote.HTTPPort))
+		st.HTTP = peer.HTTP
+	}
+	if err == nil && len(res.Missing) == 0 {
+		st.good(role, st.LastRecon)
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -497,9 +515,6 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 		"peer_missing", len(res.PeerMissing), "took", took, "bytes_in", res.BytesRead, "bytes_out", res.BytesWritten)
 	if len(res.Missing) == 0 {
 		return FetchResult{}, nil
-	}
-	if peer.HTTP == "" && res.Remote.HTTPPort > 0 && host != "" {
-		peer.HTTP = "http://" + net.JoinHostPort(host, strconv.Itoa(res.Remote.HTTPPort))
 	}
 	fr, ferr := m.fetcher.Fetch(ctx, peer, res.Missing)
 	if ferr != nil {
@@ -512,8 +527,9 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	st.KeysUnchanged += fr.Unchanged
 	st.KeysRejected += fr.Rejected
 	if ferr != nil {
-		st.Failures++
-		st.LastError = ferr.Error()
+		st.failed(ferr, time.Now())
+	} else {
+		st.good(role, time.Now())
 	}
 	m.mu.Unlock()
 	if ferr != nil {
@@ -522,6 +538,27 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 	m.log.Info("recon: fetched", "peer", peer.Address, "requested", fr.Requested, "stored", fr.Stored,
 		"rejected", fr.Rejected, "skipped", fr.Skipped)
 	return fr, nil
+}
+
+// failed records a failed session or fetch at t.
+func (st *PeerStatus) failed(err error, t time.Time) {
+	st.Failures++
+	st.LastError = err.Error()
+	if st.FailingSince.IsZero() {
+		st.FailingSince = t
+	}
+}
+
+// good records a round in role ("drive": the peer started it, "answer":
+// this side did) that ended good at t.
+func (st *PeerStatus) good(role string, t time.Time) {
+	st.LastSuccess = t
+	st.FailingSince = time.Time{}
+	if role == "drive" {
+		st.LastIncoming = t
+	} else {
+		st.LastOutgoing = t
+	}
 }
 
 // statusOf returns the status entry for peer; m.mu must be held.

@@ -9,9 +9,10 @@ import (
 
 // Stats returns the op=stats section of the peers' status: under
 // "recon_peers", one entry per listed peer with its address, whether it
-// is enabled, its session, failure, element and key counts, and its last
-// recon and last error when there are any. It fits
-// hkp.Options.ExtraStats.
+// is enabled, its session, failure, element and key counts, its last
+// good round ("last_recon") and last attempt ("last_attempt") when there
+// are any. Why a round failed is not in it (the error may name internal
+// addresses; the manager logs it). It fits hkp.Options.ExtraStats.
 func (m *Manager) Stats(ctx context.Context) map[string]any {
 	var peers []map[string]any
 	for _, p := range m.Status() {
@@ -25,11 +26,14 @@ func (m *Manager) Stats(ctx context.Context) map[string]any {
 			"keys_stored":       p.KeysStored,
 			"keys_rejected":     p.KeysRejected,
 		}
-		if !p.LastRecon.IsZero() {
-			peer["last_recon"] = p.LastRecon.UTC().Format(time.RFC3339)
+		if !p.LastSuccess.IsZero() {
+			peer["last_recon"] = p.LastSuccess.UTC().Format(time.RFC3339)
 		}
-		if p.LastError != "" {
-			peer["last_error"] = p.LastError
+		if !p.LastRecon.IsZero() {
+			peer["last_attempt"] = p.LastRecon.UTC().Format(time.RFC3339)
+		}
+		if !p.FailingSince.IsZero() {
+			peer["failing_since"] = p.FailingSince.UTC().Format(time.RFC3339)
 		}
 		peers = append(peers, peer)
 	}
