@@ -78,8 +78,17 @@ type Options struct {
 	StatsTTL time.Duration
 	// Version is the server's version, shown by op=stats.
 	Version string
-	// ExtraStats, if set, adds sections to op=stats (e.g. recon peers):
-	// each map key becomes a JSON field and an HTML section.
+	// Hostname is the server's public host name, Nodename this node's
+	// name and Contact how to reach the operator (an OpenPGP key's
+	// fingerprint or ID, or an address), as op=stats shows them.
+	Hostname, Nodename, Contact string
+	// HTTPAddr and ReconAddr are the HKP and recon addresses op=stats
+	// announces (":PORT"); ReconAddr is empty when recon is off.
+	HTTPAddr, ReconAddr string
+	// Peers, if set, lists the recon peers op=stats shows.
+	Peers func(ctx context.Context) []PeerStatus
+	// ExtraStats, if set, adds fields to op=stats' JSON under "extra"
+	// (the HTML page leaves them out).
 	ExtraStats func(ctx context.Context) map[string]any
 	// Logger receives the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger

@@ -1,7 +1,8 @@
 // html.go: the HTML answers of op=index and op=vindex, for people with a
 // browser: a plain, escaped page per search (the web package owns the real
-// pages). vindex also lists each key's subkeys and signatures, read from
-// its packets.
+// pages), in the site's frame (siteFrame, which op=stats wears too).
+// vindex also lists each key's subkeys and signatures, read from its
+// packets.
 
 package hkp
 
@@ -18,21 +19,32 @@ import (
 	"github.com/kith-keyserver/kith/pgp"
 )
 
-// indexTemplate is the HTML op=index/vindex answer. It wears the pages'
-// stylesheet and header (served beside HKP by kith serve), so that a
-// browser that lands here sees the same site; the listing stays the
-// preformatted one HKP clients and people expect.
-var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
+// siteFrame holds the parts every HTML answer of hkp shares with the
+// pages (served beside HKP by kith serve, from the web package, which hkp
+// does not import): the head with the pages' stylesheet, the site header
+// and the footer, so that a browser that lands here sees the same site.
+const siteFrame = `{{define "head"}}<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/static/kith.css">{{end}}
+{{define "header"}}<header class="site"><a class="brand" href="/">Kith</a>
+<nav aria-label="Main"><ul><li><a href="/search">Search</a></li><li><a href="/upload">Upload</a></li><li><a href="/stats">Statistics</a></li><li><a href="/login">Log in</a></li></ul></nav></header>{{end}}
+{{define "footer"}}<footer class="site">Kith identity keyserver · <a href="/pks/lookup?op=stats">HKP statistics</a></footer>{{end}}`
+
+// sitePage parses body, an HTML page using the siteFrame's templates.
+func sitePage(name, body string) *template.Template {
+	return template.Must(template.Must(template.New(name).Parse(siteFrame)).Parse(body))
+}
+
+// indexTemplate is the HTML op=index/vindex answer, in the site's frame;
+// the listing stays the preformatted one HKP clients and people expect.
+var indexTemplate = sitePage("index", `<!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
+{{template "head"}}
 <title>Search results for {{.Search}} · Kith</title>
-<link rel="stylesheet" href="/static/kith.css">
 </head>
 <body>
-<header class="site"><a class="brand" href="/">Kith</a>
-<nav aria-label="Main"><ul><li><a href="/search">Search</a></li><li><a href="/upload">Upload</a></li><li><a href="/stats">Statistics</a></li><li><a href="/login">Log in</a></li></ul></nav></header>
+{{template "header"}}
 <main id="main">
 <h1>Search results for “{{.Search}}”</h1>
 {{if .Truncated}}<p class="note">More than {{.Count}} keys match: only the first {{.Count}} are shown. Use a more specific search (an email address, a key ID or a fingerprint).</p>
@@ -49,10 +61,10 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 {{end}}{{range .Sigs}}     sig  {{.}}
 {{end}}{{end}}</pre>
 {{end}}</main>
-<footer class="site">Kith identity keyserver · <a href="/pks/lookup?op=stats">HKP statistics</a></footer>
+{{template "footer"}}
 </body>
 </html>
-`))
+`)
 
 type htmlIndexPage struct {
 	Search          string
