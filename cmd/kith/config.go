@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,8 +28,15 @@ import (
 type Config struct {
 	Listen string `toml:"listen"`
 	// PublicURL is how clients reach this server; it names the server in
-	// the statements people sign to prove their keys.
-	PublicURL   string `toml:"public_url"`
+	// the statements people sign to prove their keys, and its host is the
+	// host name op=stats shows.
+	PublicURL string `toml:"public_url"`
+	// Contact is how to reach the operator, shown by op=stats: an OpenPGP
+	// key's fingerprint or ID (as SKS's server_contact), or an address.
+	Contact string `toml:"contact"`
+	// Nodename names this node in op=stats (several nodes may serve one
+	// host name); empty means the machine's host name.
+	Nodename    string `toml:"nodename"`
 	DataDir     string `toml:"data_dir"`
 	DatabaseURL string `toml:"database_url"`
 	// DebugListen is a loopback address serving Go's profiler
@@ -252,6 +261,8 @@ func kithSettings() []settings.Setting[Config] {
 	rows := []setting{
 		{"listen", "HTTP `address` for HKP, the web pages and the API", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Listen) }},
 		{"public_url", "`URL` clients reach this server at, named in the statements people sign; empty means http://LISTEN", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PublicURL) }},
+		{"contact", "how to reach the operator, shown by op=stats: an OpenPGP key's `fingerprint` or ID, or an address", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Contact) }},
+		{"nodename", "this node's `name` in op=stats; empty means the machine's host name", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Nodename) }},
 		{"data_dir", "`directory` for Kith's state, including the embedded PostgreSQL cluster", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DataDir) }},
 		{"database_url", "PostgreSQL connection `string`; empty runs the embedded cluster in the data directory", func(c *Config) flag.Value { return (*settings.StringValue)(&c.DatabaseURL) }},
 		{"database_max_conns", "the most database connections this process opens (a `number`)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.DatabaseMaxConns) }},
@@ -382,6 +393,11 @@ func (c Config) validate() error {
 			return fmt.Errorf("setting public_url: %q is not an http(s) URL", c.PublicURL)
 		}
 	}
+	for _, v := range []struct{ name, value string }{{"contact", c.Contact}, {"nodename", c.Nodename}} {
+		if strings.IndexFunc(v.value, unicode.IsControl) >= 0 || len(v.value) > 256 {
+			return fmt.Errorf("setting %s: must be one line of at most 256 bytes", v.name)
+		}
+	}
 	if c.DataDir == "" {
 		return errors.New("setting data_dir: must not be empty")
 	}
@@ -463,6 +479,25 @@ func (c Config) publicURL() string {
 		return strings.TrimSuffix(c.PublicURL, "/")
 	}
 	return "http://" + c.Listen
+}
+
+// statsHostname is the host name op=stats shows: public_url's host, or
+// the node's name when that has none.
+func (c Config) statsHostname() string {
+	if u, err := url.Parse(c.publicURL()); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return c.nodename()
+}
+
+// nodename is this node's name in op=stats: the nodename setting, or the
+// machine's host name.
+func (c Config) nodename() string {
+	if c.Nodename != "" {
+		return c.Nodename
+	}
+	name, _ := os.Hostname()
+	return name
 }
 
 // oidcProviders returns the configured providers with their callback URLs

@@ -71,6 +71,8 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		{"bare wildcard host", nil, nil, "[hosts]\nnames = [\"*\"]\n", "setting hosts.names"},
 		{"profiler on every interface", []string{"--debug-listen", ":6060"}, nil, "", "setting debug_listen"},
 		{"profiler on a public address", nil, []string{"KITH_DEBUG_LISTEN=192.0.2.1:6060"}, "", "setting debug_listen"},
+		{"contact of two lines", nil, []string{"KITH_CONTACT=ops@example.org\nX-Header: 1"}, "", "setting contact"},
+		{"overlong node name", []string{"--nodename", strings.Repeat("n", 300)}, nil, "", "setting nodename"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,5 +141,29 @@ func TestHostsNamesSetting(t *testing.T) {
 				t.Errorf("%s: %s allowed = %v, want %v", c.name, name, got, want)
 			}
 		}
+	}
+}
+
+// TestConfigStatsNames: contact and nodename come from the environment
+// or flags; op=stats' host name is public_url's host, or the node name
+// when public_url has none.
+func TestConfigStatsNames(t *testing.T) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg, _, err := loadConfig(fs, []string{"--nodename", "node-b", "--public-url", "https://keys.example.org:8443/"},
+		[]string{"KITH_CONTACT=0x0123456789ABCDEF", "KITH_NODENAME=node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Contact != "0x0123456789ABCDEF" || cfg.nodename() != "node-b" || cfg.statsHostname() != "keys.example.org" {
+		t.Errorf("contact %q, nodename %q, hostname %q", cfg.Contact, cfg.nodename(), cfg.statsHostname())
+	}
+	fs = flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg, _, err = loadConfig(fs, []string{"--listen", ":11371"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if cfg.nodename() != host || cfg.statsHostname() != host {
+		t.Errorf("defaults: nodename %q, hostname %q, want the machine's %q", cfg.nodename(), cfg.statsHostname(), host)
 	}
 }

@@ -129,19 +129,25 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 	}
-	// op=stats shows each recon peer's status.
-	var reconStats func(context.Context) map[string]any
-	if peers != nil {
-		reconStats = peers.Stats
-	}
-	hkpHandler := hkp.NewHandler(st.Store, ks, hkp.Options{
+	hkpOpts := hkp.Options{
 		Version:        version,
 		Logger:         log.With("component", "hkp"),
 		Registerer:     reg,
-		ExtraStats:     reconStats,
 		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
 		MaxAnswerSize:  cfg.HKP.MaxAnswerBytes,
-	})
+		// op=stats names this server and node, and shows each recon
+		// peer's status.
+		Hostname: cfg.statsHostname(),
+		Nodename: cfg.nodename(),
+		Contact:  cfg.Contact,
+		HTTPAddr: portOnly(ln.Addr()),
+	}
+	if peers != nil {
+		hkpOpts.ReconAddr = portOnly(reconLn.Addr())
+		hkpOpts.Peers = reconPeerStats(peers)
+		hkpOpts.ExtraStats = peers.Stats
+	}
+	hkpHandler := hkp.NewHandler(st.Store, ks, hkpOpts)
 	// A write on this node drops the HKP answers it outdates before it
 	// returns (other nodes' writes come through the notifications, Run).
 	ks.Subscribe(hkpHandler)
