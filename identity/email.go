@@ -52,6 +52,15 @@ const (
 	EmailWindow = 15 * time.Minute
 	// EmailTokenSize is the number of random bytes in a token (256 bits).
 	EmailTokenSize = 32
+	// RecipientWindow is the span over which the mails to one address
+	// are counted (ServiceOptions.MailsPerAddress).
+	RecipientWindow = time.Hour
+	// DefaultMailsPerAddress is how many mailed links one address
+	// receives in RecipientWindow unless the operator says otherwise:
+	// room to ask again for a lost mail and to verify a second key, and
+	// no more than a nuisance for a mailbox someone else names in fresh
+	// keys.
+	DefaultMailsPerAddress = 3
 )
 
 // Refusal codes of the mail path.
@@ -65,12 +74,18 @@ const (
 	CodeMailUnavailable  Code = "mail_unavailable"   // the mail server refused or is down
 	CodeNotVerified      Code = "not_verified"       // nothing to withdraw
 	CodeTooManyAddresses Code = "too_many_addresses" // more addresses than a request may name
+	CodeRecipientCapped  Code = "recipient_capped"   // the address had the most mails an hour
 )
 
 // ErrRateLimited is returned by a store that refuses a token because
 // another for the same address, key and action is younger than the
 // window.
 var ErrRateLimited = errors.New("rate limited")
+
+// ErrRecipientCapped is returned by a store that refuses a token because
+// its address has had EmailLimits.PerRecipient mails since
+// EmailLimits.RecipientSince.
+var ErrRecipientCapped = errors.New("recipient had the most mails")
 
 // EmailToken is an issued mail link as the store keeps it: only the hash
 // of the token, never the token.
@@ -83,12 +98,41 @@ type EmailToken struct {
 	Email   Factor
 	Created time.Time
 	Expires time.Time
+	// Recipient is the address's hash (HashRecipient), under which the
+	// store counts the mails the address received.
+	Recipient []byte
 }
 
 // HashEmailToken returns the hash a token is stored under.
 func HashEmailToken(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
+}
+
+// HashRecipient returns the hash the mails to an address are counted
+// under: SHA-256 of "kith mail recipient", a NUL and the address as
+// EmailFactor normalises it, so that every spelling of one address
+// shares one count, and the count keeps no address.
+func HashRecipient(email Factor) []byte {
+	h := sha256.New()
+	h.Write([]byte("kith mail recipient\x00"))
+	h.Write([]byte(EmailFactor(email.Value).Value))
+	return h.Sum(nil)
+}
+
+// EmailLimits are what a store checks when it saves a mailed link, in one
+// step with the save, so that nodes sharing the store cannot both pass.
+type EmailLimits struct {
+	// Since: a link for the same action, key and address issued after
+	// it refuses the new one (ErrRateLimited).
+	Since time.Time
+	// PerRecipient: when the token's Recipient had this many mails after
+	// RecipientSince, the link is refused (ErrRecipientCapped); zero or
+	// negative means no cap. The store counts every saved link as a
+	// mail, forgets it again with its token (DeleteEmailToken), and may
+	// forget the mails before RecipientSince.
+	PerRecipient   int
+	RecipientSince time.Time
 }
 
 // EmailSender sends the mail carrying token to the address; the Service
@@ -147,9 +191,12 @@ type EmailRequest struct {
 
 // RequestEmail issues a mailed link for req and has req.Send mail it. It
 // refuses (CodeRateLimited) when a link for the same action, key and
-// address went out less than EmailWindow ago, so a flood sends one mail;
-// when sending fails it forgets the token and refuses with
-// CodeMailUnavailable, having recorded nothing.
+// address went out less than EmailWindow ago, so a flood sends one mail,
+// and (CodeRecipientCapped) when the address had the most mails this
+// server sends one address in RecipientWindow, whatever the keys,
+// actions and clients that asked, so that keys naming someone else's
+// address cannot flood their mailbox; when sending fails it forgets the
+// token and refuses with CodeMailUnavailable, having recorded nothing.
 func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 	if req.Action != EmailVerify && req.Action != EmailWithdraw {
 		return Refuse(CodeBadRequest, "unknown email action %q", clip(string(req.Action)))
@@ -181,12 +228,16 @@ func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 	token := base64.RawURLEncoding.EncodeToString(raw)
 	now := TruncateTime(s.now())
 	t := &EmailToken{Hash: HashEmailToken(token), Action: req.Action, Key: req.Key, Email: req.Email,
-		Created: now, Expires: now.Add(EmailTokenTTL)}
-	err := s.store.SaveEmailToken(ctx, t, now.Add(-EmailWindow))
-	if errors.Is(err, ErrRateLimited) {
+		Created: now, Expires: now.Add(EmailTokenTTL), Recipient: HashRecipient(req.Email)}
+	err := s.store.SaveEmailToken(ctx, t, EmailLimits{Since: now.Add(-EmailWindow),
+		PerRecipient: s.mailsPerAddress, RecipientSince: now.Add(-RecipientWindow)})
+	switch {
+	case errors.Is(err, ErrRateLimited):
 		return Refuse(CodeRateLimited, "a mail for %s went out less than %s ago: follow its link, or ask again later", req.Email.Value, EmailWindow)
-	}
-	if err != nil {
+	case errors.Is(err, ErrRecipientCapped):
+		// Nothing about who asked, for which keys, or how often.
+		return Refuse(CodeRecipientCapped, "this address has had the most mails this server sends an hour: ask again later")
+	case err != nil:
 		return fmt.Errorf("identity: request email: %w", err)
 	}
 	if err := req.Send(ctx, token); err != nil {

@@ -3,6 +3,8 @@ package identity_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,6 +218,130 @@ func TestEmailVerification(t *testing.T) {
 			wantCode(t, err, identity.CodeAddressNotInKey)
 			if n := len(e.emailRecords(pA)); n != 0 {
 				t.Errorf("%d records", n)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, newEnv(t)) })
+	}
+}
+
+// withMailCap rebuilds e's Service with ServiceOptions.MailsPerAddress n.
+func withMailCap(e *env, n int) {
+	e.t.Helper()
+	svc, err := identity.NewService(e.st, e.v, identity.ServiceOptions{Server: server, Now: func() time.Time { return e.clock },
+		MailsPerAddress: n})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.svc = svc
+}
+
+// TestRecipientCap: fresh keys naming someone else's address buy no more
+// mails to it than the cap, whatever the key, action or spelling; other
+// addresses keep their own budgets; the hour ends the cap.
+func TestRecipientCap(t *testing.T) {
+	victim := "victim@example.net"
+	spellings := []string{victim, "Victim@Example.NET", "VICTIM@EXAMPLE.NET"}
+	keys := make([]identity.Factor, 6)
+	for i := range keys {
+		keys[i] = pgpKey(fmt.Sprintf("stranger %d", i))
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, e *env)
+	}{
+		{"by default an address receives three mails an hour, across keys and spellings", func(t *testing.T, e *env) {
+			var m mailbox
+			for i, k := range keys {
+				e.storeKey(k, uid(spellings[i%len(spellings)]))
+				err := e.requestEmail(identity.EmailVerify, k, spellings[i%len(spellings)], &m)
+				if i < identity.DefaultMailsPerAddress {
+					if err != nil {
+						t.Fatalf("mail %d: %v", i+1, err)
+					}
+					continue
+				}
+				wantCode(t, err, identity.CodeRecipientCapped)
+				if msg := err.Error(); strings.Contains(msg, k.Value) || strings.Contains(msg, keys[0].Value) || strings.Contains(msg, "3") {
+					t.Errorf("the refusal says more than that the address had its mails: %q", msg)
+				}
+			}
+			if len(m.tokens) != identity.DefaultMailsPerAddress {
+				t.Errorf("%d mails sent, want %d", len(m.tokens), identity.DefaultMailsPerAddress)
+			}
+			pending, err := e.svc.PendingEmails(e.ctx, keys[len(keys)-1], []string{victim})
+			if err != nil || len(pending) != 0 {
+				t.Errorf("a refused request left a pending link: %v %v", pending, err)
+			}
+		}},
+		{"another address is unaffected", func(t *testing.T, e *env) {
+			var m mailbox
+			for i := range identity.DefaultMailsPerAddress {
+				e.storeKey(keys[i], uid(victim), uid("other@example.net"))
+				if err := e.requestEmail(identity.EmailVerify, keys[i], victim, &m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.requestEmail(identity.EmailVerify, keys[0], "other@example.net", &m); err != nil {
+				t.Errorf("another address: %v", err)
+			}
+		}},
+		{"withdrawal mails count too", func(t *testing.T, e *env) {
+			withMailCap(e, 2)
+			var m mailbox
+			e.storeKey(keys[0], uid(victim))
+			e.requestEmail(identity.EmailVerify, keys[0], victim, &m)
+			if _, err := e.svc.ConfirmEmail(e.ctx, keys[0], m.tokens[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.requestEmail(identity.EmailWithdraw, keys[0], victim, &m); err != nil {
+				t.Fatal(err)
+			}
+			e.storeKey(keys[1], uid(victim))
+			wantCode(t, e.requestEmail(identity.EmailVerify, keys[1], victim, &m), identity.CodeRecipientCapped)
+		}},
+		{"the hour ends the cap", func(t *testing.T, e *env) {
+			withMailCap(e, 1)
+			var m mailbox
+			e.storeKey(keys[0], uid(victim))
+			e.storeKey(keys[1], uid(victim))
+			if err := e.requestEmail(identity.EmailVerify, keys[0], victim, &m); err != nil {
+				t.Fatal(err)
+			}
+			e.clock = e.clock.Add(identity.RecipientWindow - time.Second)
+			wantCode(t, e.requestEmail(identity.EmailVerify, keys[1], victim, &m), identity.CodeRecipientCapped)
+			e.clock = e.clock.Add(time.Second)
+			if err := e.requestEmail(identity.EmailVerify, keys[1], victim, &m); err != nil {
+				t.Errorf("an hour after the first mail: %v", err)
+			}
+		}},
+		{"a mail that could not be sent does not count", func(t *testing.T, e *env) {
+			withMailCap(e, 1)
+			e.storeKey(keys[0], uid(victim))
+			e.storeKey(keys[1], uid(victim))
+			m := mailbox{fail: errors.New("connection refused")}
+			wantCode(t, e.requestEmail(identity.EmailVerify, keys[0], victim, &m), identity.CodeMailUnavailable)
+			m.fail = nil
+			if err := e.requestEmail(identity.EmailVerify, keys[1], victim, &m); err != nil {
+				t.Errorf("after a failed mail: %v", err)
+			}
+		}},
+		{"the window of one key comes before the cap", func(t *testing.T, e *env) {
+			withMailCap(e, 1)
+			var m mailbox
+			e.storeKey(keys[0], uid(victim))
+			e.requestEmail(identity.EmailVerify, keys[0], victim, &m)
+			wantCode(t, e.requestEmail(identity.EmailVerify, keys[0], victim, &m), identity.CodeRateLimited)
+		}},
+		{"a negative cap sends every mail", func(t *testing.T, e *env) {
+			withMailCap(e, -1)
+			var m mailbox
+			for _, k := range keys {
+				e.storeKey(k, uid(victim))
+				if err := e.requestEmail(identity.EmailVerify, k, victim, &m); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}},
 	}

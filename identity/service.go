@@ -41,6 +41,11 @@ type ServiceOptions struct {
 	// (IssueCertificate), under Certificates.
 	CA           CertificateAuthority
 	Certificates CertificatePolicy
+	// MailsPerAddress is how many mailed links (RequestEmail) one
+	// address receives in RecipientWindow, across keys, actions, clients
+	// and every node sharing the store; zero means
+	// DefaultMailsPerAddress, negative no cap.
+	MailsPerAddress int
 }
 
 // Service runs the identity operations over a Store and a Verifier. It is
@@ -55,6 +60,8 @@ type Service struct {
 	hosts    HostPolicy
 	ca       CertificateAuthority
 	certs    CertificatePolicy
+	// mailsPerAddress is ServiceOptions.MailsPerAddress with its default.
+	mailsPerAddress int
 
 	mu   sync.Mutex
 	subs []func(ctx context.Context, handles []Handle)
@@ -66,7 +73,10 @@ func NewService(store Store, v Verifier, opts ServiceOptions) (*Service, error) 
 		return nil, errors.New("identity: new service: no server name")
 	}
 	s := &Service{store: store, verifier: v, server: opts.Server, now: opts.Now, rand: opts.Rand, blocks: opts.Blocklist, hosts: opts.Hosts,
-		ca: opts.CA, certs: opts.Certificates.withDefaults()}
+		ca: opts.CA, certs: opts.Certificates.withDefaults(), mailsPerAddress: opts.MailsPerAddress}
+	if s.mailsPerAddress == 0 {
+		s.mailsPerAddress = DefaultMailsPerAddress
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}

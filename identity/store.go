@@ -104,12 +104,15 @@ type Store interface {
 	// everything fn writes is committed when it returns nil, and nothing
 	// when it returns an error.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
-	// SaveEmailToken stores an issued mailed link, unless a link for the
-	// same action, key and address was issued after since: then it
-	// stores nothing and returns ErrRateLimited.
-	SaveEmailToken(ctx context.Context, t *EmailToken, since time.Time) error
-	// DeleteEmailToken forgets the link with the token hash (its mail
-	// could not be sent).
+	// SaveEmailToken stores an issued mailed link and counts it as a
+	// mail to its Recipient, unless a link for the same action, key and
+	// address was issued after limits.Since (ErrRateLimited) or the
+	// Recipient had limits.PerRecipient mails after limits.RecipientSince
+	// (ErrRecipientCapped): then it stores nothing. The check and the
+	// save are one step for every user of the store.
+	SaveEmailToken(ctx context.Context, t *EmailToken, limits EmailLimits) error
+	// DeleteEmailToken forgets the link with the token hash and its
+	// count as a mail (its mail could not be sent).
 	DeleteEmailToken(ctx context.Context, hash []byte) error
 	// LiveCertificates returns the ssh.certificate records, with every
 	// byte, whose Expires is after now, in log order.

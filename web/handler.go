@@ -284,6 +284,8 @@ func (h *Handler) refusal(w http.ResponseWriter, r *http.Request, title string, 
 		status = http.StatusNotFound
 	case identity.CodeNotProven, identity.CodeNotAuthorized:
 		status = http.StatusForbidden
+	case identity.CodeRateLimited, identity.CodeRecipientCapped:
+		status = http.StatusTooManyRequests
 	}
 	var e *identity.Error
 	errors.As(err, &e)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
@@ -106,7 +107,9 @@ type mailRequest struct {
 // serveRequestVerify answers POST /vks/v1/request-verify: a mail to each
 // named address of the uploaded key, unless it is verified already or a
 // mail for it went out within identity.EmailWindow (both: no mail; a
-// link still out after the window may be mailed again).
+// link still out after the window may be mailed again). An address that
+// had the most mails the server sends one address an hour, for any keys,
+// stops the request with 429 (identity.CodeRecipientCapped).
 func (h *Handler) serveRequestVerify(w http.ResponseWriter, r *http.Request) {
 	h.serveMailRequest(w, r, identity.EmailVerify)
 }
@@ -190,6 +193,12 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 			if action == identity.EmailVerify {
 				resp.Status[addr] = StatusPending
 			}
+		case identity.CodeRecipientCapped:
+			// The address had its mails for the hour, whoever asked: say
+			// no more than that, and when to ask again at the latest.
+			w.Header().Set("Retry-After", strconv.Itoa(int(identity.RecipientWindow.Seconds())))
+			jsonError(w, http.StatusTooManyRequests, addr+": "+err.Error())
+			return
 		case identity.CodeMailUnavailable:
 			h.log.Warn("vks: mail not sent", "err", err)
 			jsonError(w, http.StatusServiceUnavailable, "the mail server is unavailable: nothing was sent to "+addr+"; try again later")

@@ -453,3 +453,42 @@ func TestMailServerDown(t *testing.T) {
 		t.Errorf("second try: %d %s", code, body)
 	}
 }
+
+// TestFreshKeysCannotFloodOneMailbox: fresh keys naming one address, in
+// any spelling, buy it no more than identity.DefaultMailsPerAddress
+// mails an hour; the next request is 429 and says no more than that the
+// address had its mails; another address still gets its mail.
+func TestFreshKeysCannotFloodOneMailbox(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	spellings := []string{"Victim <victim@example.net>", "Victim <Victim@Example.NET>", "V <VICTIM@example.net>"}
+	for i := range identity.DefaultMailsPerAddress {
+		k := e.upload(newKey(t, spellings[i%len(spellings)]))
+		if code, body := e.request("verify", k.Token, "Victim@Example.NET"); code != 200 || !strings.Contains(body, "pending") {
+			t.Fatalf("mail %d: %d %s", i+1, code, body)
+		}
+	}
+	k := e.upload(newKey(t, "Victim <victim@example.net>", "Other <other@example.net>"))
+	req, _ := json.Marshal(map[string]any{"token": k.Token, "addresses": []string{"victim@example.net"}})
+	resp, err := http.Post(e.url+"/vks/v1/request-verify", "application/json", bytes.NewReader(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var refusal struct{ Error string }
+	json.Unmarshal(body, &refusal)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" ||
+		refusal.Error != "victim@example.net: this address has had the most mails this server sends an hour: ask again later" {
+		t.Errorf("the %dth mail: %d (Retry-After %q) %s", identity.DefaultMailsPerAddress+1, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if code, body := e.request("verify", k.Token, "other@example.net"); code != 200 {
+		t.Errorf("another address: %d %s", code, body)
+	}
+	for range identity.DefaultMailsPerAddress {
+		e.link("victim@example.net")
+	}
+	e.link("other@example.net")
+	if n := e.smtp.Pending(); n != 0 {
+		t.Errorf("%d more mails went out", n)
+	}
+}

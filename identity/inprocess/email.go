@@ -17,6 +17,16 @@ import (
 type emailTokens struct {
 	mu     sync.Mutex
 	tokens map[string]*emailToken
+	// sent are the mails counted against their recipients, by token
+	// hash: they outlive their tokens (a deleted key's links go, the
+	// mails it had sent still count).
+	sent map[string]sentMail
+}
+
+// sentMail is one mail as the per-recipient cap counts it.
+type sentMail struct {
+	recipient string // identity.HashRecipient
+	at        time.Time
 }
 
 type emailToken struct {
@@ -24,27 +34,41 @@ type emailToken struct {
 	used bool
 }
 
-// SaveEmailToken stores an issued link unless one for the same action,
-// key and address was issued after since (see identity.Store).
-func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, since time.Time) error {
+// SaveEmailToken stores an issued link and counts its mail, unless one
+// for the same action, key and address was issued after limits.Since or
+// its recipient had the most mails (see identity.Store).
+func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, limits identity.EmailLimits) error {
 	s.mail.mu.Lock()
 	defer s.mail.mu.Unlock()
 	if s.mail.tokens == nil {
-		s.mail.tokens = map[string]*emailToken{}
+		s.mail.tokens, s.mail.sent = map[string]*emailToken{}, map[string]sentMail{}
 	}
 	for k, old := range s.mail.tokens {
 		if old.t.Expires.Before(t.Created.Add(-24 * time.Hour)) {
 			delete(s.mail.tokens, k)
 			continue
 		}
-		if old.t.Action == t.Action && old.t.Key.Same(t.Key) && old.t.Email.Same(t.Email) && old.t.Created.After(since) {
+		if old.t.Action == t.Action && old.t.Key.Same(t.Key) && old.t.Email.Same(t.Email) && old.t.Created.After(limits.Since) {
 			return identity.ErrRateLimited
 		}
 	}
+	n := 0
+	for k, m := range s.mail.sent {
+		switch {
+		case !m.at.After(limits.RecipientSince):
+			delete(s.mail.sent, k) // past the window: it no longer counts
+		case m.recipient == string(t.Recipient):
+			n++
+		}
+	}
+	if limits.PerRecipient > 0 && n >= limits.PerRecipient {
+		return identity.ErrRecipientCapped
+	}
 	c := *t
-	c.Hash = bytes.Clone(t.Hash)
+	c.Hash, c.Recipient = bytes.Clone(t.Hash), bytes.Clone(t.Recipient)
 	c.Created, c.Expires = identity.TruncateTime(t.Created), identity.TruncateTime(t.Expires)
 	s.mail.tokens[string(t.Hash)] = &emailToken{t: c}
+	s.mail.sent[string(t.Hash)] = sentMail{recipient: string(t.Recipient), at: c.Created}
 	return nil
 }
 
@@ -65,11 +89,12 @@ func (s *Store) PendingEmails(ctx context.Context, key identity.Factor, emails [
 	return out, nil
 }
 
-// DeleteEmailToken forgets the link with the token hash.
+// DeleteEmailToken forgets the link with the token hash and its mail.
 func (s *Store) DeleteEmailToken(ctx context.Context, hash []byte) error {
 	s.mail.mu.Lock()
 	defer s.mail.mu.Unlock()
 	delete(s.mail.tokens, string(hash))
+	delete(s.mail.sent, string(hash))
 	return nil
 }
 

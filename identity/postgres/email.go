@@ -14,11 +14,15 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 )
 
-// SaveEmailToken stores an issued mailed link unless one for the same
-// action, key and address was issued after since (identity.ErrRateLimited),
-// and drops links that expired more than a day ago. A per-address
-// advisory lock makes the check and the insert one step across nodes.
-func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, since time.Time) error {
+// SaveEmailToken stores an issued mailed link and counts its mail to the
+// recipient, unless one for the same action, key and address was issued
+// after limits.Since (identity.ErrRateLimited) or the recipient had
+// limits.PerRecipient mails after limits.RecipientSince
+// (identity.ErrRecipientCapped). It drops links that expired more than
+// a day ago and mails past the cap's window, so both tables stay
+// bounded. A per-address advisory lock makes the checks and the inserts
+// one step across nodes.
+func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, limits identity.EmailLimits) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "kith-email "+t.Email.Value); err != nil {
 			return err
@@ -26,20 +30,33 @@ func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, sinc
 		if _, err := tx.Exec(ctx, "DELETE FROM email_tokens WHERE expires_at < $1::timestamptz - interval '1 day'", t.Created); err != nil {
 			return err
 		}
+		// Rows another node is pruning at the same time are its to drop.
+		if _, err := tx.Exec(ctx, `DELETE FROM email_sends WHERE token_hash IN (
+				SELECT token_hash FROM email_sends WHERE sent_at <= $1 FOR UPDATE SKIP LOCKED)`, limits.RecipientSince); err != nil {
+			return err
+		}
 		var recent bool
+		var sent int
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM email_tokens
-				WHERE email = $1 AND fingerprint = $2 AND action = $3 AND created_at > $4)`,
-			t.Email.Value, t.Key.Value, string(t.Action), since).Scan(&recent); err != nil {
+				WHERE email = $1 AND fingerprint = $2 AND action = $3 AND created_at > $4),
+			(SELECT count(*) FROM email_sends WHERE recipient = $5 AND sent_at > $6)`,
+			t.Email.Value, t.Key.Value, string(t.Action), limits.Since, t.Recipient, limits.RecipientSince).Scan(&recent, &sent); err != nil {
 			return err
 		}
 		if recent {
 			return identity.ErrRateLimited
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO email_tokens (token_hash, action, fingerprint, email, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, t.Hash, string(t.Action), t.Key.Value, t.Email.Value, t.Created, t.Expires)
+		if limits.PerRecipient > 0 && sent >= limits.PerRecipient {
+			return identity.ErrRecipientCapped
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO email_tokens (token_hash, action, fingerprint, email, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, t.Hash, string(t.Action), t.Key.Value, t.Email.Value, t.Created, t.Expires); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO email_sends (token_hash, recipient, sent_at) VALUES ($1, $2, $3)", t.Hash, t.Recipient, t.Created)
 		return err
 	})
-	if errors.Is(err, identity.ErrRateLimited) {
+	if errors.Is(err, identity.ErrRateLimited) || errors.Is(err, identity.ErrRecipientCapped) {
 		return err
 	}
 	if err != nil {
@@ -48,9 +65,10 @@ func (s *Store) SaveEmailToken(ctx context.Context, t *identity.EmailToken, sinc
 	return nil
 }
 
-// DeleteEmailToken forgets the link with the token hash.
+// DeleteEmailToken forgets the link with the token hash and its mail.
 func (s *Store) DeleteEmailToken(ctx context.Context, hash []byte) error {
-	if _, err := s.pool.Exec(ctx, "DELETE FROM email_tokens WHERE token_hash = $1", hash); err != nil {
+	if _, err := s.pool.Exec(ctx, `WITH sent AS (DELETE FROM email_sends WHERE token_hash = $1)
+		DELETE FROM email_tokens WHERE token_hash = $1`, hash); err != nil {
 		return fmt.Errorf("postgres: delete email token: %w", err)
 	}
 	return nil

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
@@ -32,7 +36,7 @@ func TestEmailTokensAreRateLimitedAcrossConnections(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs <- s.SaveEmailToken(ctx, &identity.EmailToken{Hash: identity.HashEmailToken(string(rune('a' + i))),
-				Action: identity.EmailVerify, Key: key, Email: mail, Created: now, Expires: now.Add(time.Hour)}, now.Add(-identity.EmailWindow))
+				Action: identity.EmailVerify, Key: key, Email: mail, Created: now, Expires: now.Add(time.Hour), Recipient: identity.HashRecipient(mail)}, identity.EmailLimits{Since: now.Add(-identity.EmailWindow)})
 		}()
 	}
 	wg.Wait()
@@ -51,8 +55,106 @@ func TestEmailTokensAreRateLimitedAcrossConnections(t *testing.T) {
 	}
 	later := now.Add(identity.EmailWindow + time.Second)
 	if err := s.SaveEmailToken(ctx, &identity.EmailToken{Hash: identity.HashEmailToken("later"), Action: identity.EmailVerify,
-		Key: key, Email: mail, Created: later, Expires: later.Add(time.Hour)}, later.Add(-identity.EmailWindow)); err != nil {
+		Key: key, Email: mail, Created: later, Expires: later.Add(time.Hour), Recipient: identity.HashRecipient(mail)}, identity.EmailLimits{Since: later.Add(-identity.EmailWindow)}); err != nil {
 		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestRecipientCapHoldsAcrossNodes has two stores on one database (two
+// nodes) save links for one address from many fresh keys at once: the
+// cap lets exactly PerRecipient through, counts every spelling of the
+// address alike, leaves another address alone, gives back a mail that
+// could not be sent, forgets mails past its window, and keeps counting
+// the mails of links that are gone.
+func TestRecipientCapHoldsAcrossNodes(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	var nodes [2]*postgres.Store
+	for i := range nodes {
+		s, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		nodes[i] = s
+	}
+	now := identity.TruncateTime(time.Now())
+	const perRecipient = 3
+	save := func(node int, tok, addr string, at time.Time) error {
+		key := make([]byte, 20)
+		copy(key, tok)
+		mail := identity.EmailFactor(addr)
+		return nodes[node].SaveEmailToken(ctx, &identity.EmailToken{Hash: identity.HashEmailToken(tok), Action: identity.EmailVerify,
+			Key: identity.PGPFactor(key), Email: mail, Created: at, Expires: at.Add(identity.EmailTokenTTL), Recipient: identity.HashRecipient(mail)},
+			identity.EmailLimits{Since: at.Add(-identity.EmailWindow), PerRecipient: perRecipient, RecipientSince: at.Add(-identity.RecipientWindow)})
+	}
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	spellings := []string{"victim@example.net", "Victim@Example.NET", " VICTIM@example.net "}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- save(i%2, fmt.Sprintf("key-%02d", i), spellings[i%len(spellings)], now)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	saved := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			saved++
+		case !errors.Is(err, identity.ErrRecipientCapped):
+			t.Fatal(err)
+		}
+	}
+	if saved != perRecipient {
+		t.Fatalf("%d links saved for one address from %d keys on two nodes, want %d", saved, n, perRecipient)
+	}
+	if err := save(0, "other-key", "someone@example.net", now); err != nil {
+		t.Errorf("another address: %v", err)
+	}
+	// A mail that could not be sent does not count.
+	if err := nodes[1].DeleteEmailToken(ctx, identity.HashEmailToken("other-key")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range perRecipient {
+		if err := save(i%2, fmt.Sprintf("other-%d", i), "someone@example.net", now); err != nil {
+			t.Errorf("another address, mail %d of %d: %v", i+1, perRecipient, err)
+		}
+	}
+	// Deleting the links (a deleted key's) leaves their mails counted.
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, "DELETE FROM email_tokens"); err != nil {
+		t.Fatal(err)
+	}
+	if err := save(1, "after-delete", "victim@example.net", now.Add(time.Minute)); !errors.Is(err, identity.ErrRecipientCapped) {
+		t.Errorf("after the links were deleted: %v, want the cap", err)
+	}
+	// The table keeps no address, and past the window the mails no
+	// longer count and their rows go.
+	var rows int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM email_sends WHERE position('example.net' in encode(recipient, 'escape')) > 0").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Errorf("%d rows name the address", rows)
+	}
+	later := now.Add(identity.RecipientWindow + time.Second)
+	if err := save(0, "next-hour", "victim@example.net", later); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM email_sends").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Errorf("%d rows after the window, want only the new mail's", rows)
 	}
 }
 

@@ -190,7 +190,7 @@ func statusOf(c identity.Code) int {
 	switch c {
 	case identity.CodeUnknownIdentity, identity.CodeUnknownNonce, identity.CodeNotLinked, identity.CodeCADisabled:
 		return http.StatusNotFound
-	case identity.CodeRateLimited:
+	case identity.CodeRateLimited, identity.CodeRecipientCapped:
 		return http.StatusTooManyRequests
 	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNonceUsed:
 		return http.StatusConflict
