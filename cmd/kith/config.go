@@ -147,6 +147,11 @@ type SMTPConfig struct {
 	PasswordFile string `toml:"password_file"`
 	// StartTLS requires STARTTLS before anything is sent (default true).
 	StartTLS bool `toml:"starttls"`
+	// MailsPerAddressPerHour caps the verification mails one address
+	// receives in an hour, across keys, clients and every node sharing
+	// the database (identity.ServiceOptions.MailsPerAddress); negative
+	// means no cap.
+	MailsPerAddressPerHour int `toml:"mails_per_address_per_hour"`
 }
 
 // WKDConfig is the [wkd] section.
@@ -238,7 +243,7 @@ func defaultConfig() Config {
 			Interval: settings.Duration(60 * time.Second),
 		},
 		Web:  WebConfig{SessionLifetime: settings.Duration(30 * 24 * time.Hour)},
-		SMTP: SMTPConfig{StartTLS: true},
+		SMTP: SMTPConfig{StartTLS: true, MailsPerAddressPerHour: identity.DefaultMailsPerAddress},
 		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
 		SSHCA: SSHCAConfig{
 			Validity:            settings.Duration(identity.DefaultCertificateValidity),
@@ -285,6 +290,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"smtp.username", "SMTP `user` (PLAIN over TLS); empty sends without authenticating", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.Username) }},
 		{"smtp.password_file", "`file` holding the SMTP password", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SMTP.PasswordFile) }},
 		{"smtp.starttls", "require STARTTLS before sending (false only for a server on a trusted path)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SMTP.StartTLS) }},
+		{"smtp.mails_per_address_per_hour", "verification mails one address may receive an hour, whatever the keys and clients asking, shared by every node (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.SMTP.MailsPerAddressPerHour) }},
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*settings.ListValue)(&c.WKD.Domains) }},
 		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*settings.ListValue)(&c.Hosts.Names) }},
 		{"hkp.max_answer_bytes", "the most key `bytes` one op=get or /pks/hashquery answers; a broader get is refused with 400, a hashquery answers the keys that fit", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxAnswerBytes) }},

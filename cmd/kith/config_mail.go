@@ -28,6 +28,9 @@ func (c Config) validateMail() error {
 			return fmt.Errorf("setting smtp.from: %q is not a bare email address", c.SMTP.From)
 		}
 	}
+	if c.SMTP.MailsPerAddressPerHour == 0 {
+		return fmt.Errorf("setting smtp.mails_per_address_per_hour: must not be 0 (negative means no cap)")
+	}
 	if c.SMTP.Username != "" && c.SMTP.PasswordFile == "" {
 		return fmt.Errorf("setting smtp.password_file: needed with smtp.username")
 	}

@@ -244,3 +244,63 @@ func groupFour(s string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// TestRecipientCapHoldsAcrossTwoNodes: two kith serve nodes on one
+// database, fresh keys naming one address in several spellings, and
+// request-verify alternating between the nodes: the address receives
+// smtp.mails_per_address_per_hour mails (the default, 3) and then either
+// node answers 429 saying no more than that; another address still gets
+// its mail.
+func TestRecipientCapHoldsAcrossTwoNodes(t *testing.T) {
+	requirePostgresBinaries(t)
+	smtp := mailtest.Start(t, mailtest.Options{})
+	db := pgtest.NewDatabase(t)
+	var bases [2]string
+	for i := range bases {
+		s := startServe(t, tempDir(t), nil, "--database-url", db,
+			"--smtp-address", smtp.Addr, "--smtp-starttls=false", "--smtp-from", "keys@example.org")
+		s.waitHealth(t, 200, 60*time.Second)
+		bases[i] = "http://" + s.addr
+	}
+	jsonPost := func(base, path string, v any) (int, string) {
+		b, _ := json.Marshal(v)
+		return curl(t, "-H", "Content-Type: application/json", "--data-binary", string(b), base+path)
+	}
+	// requestVerify uploads a fresh key with the user IDs to a node and
+	// asks that node to mail addr.
+	requestVerify := func(node int, addr string, uids ...string) (int, string) {
+		t.Helper()
+		code, body := jsonPost(bases[node], "/vks/v1/upload", map[string]string{"keytext": armoredKey(t, uids...)})
+		var up struct{ Token string }
+		if code != 200 || json.Unmarshal([]byte(body), &up) != nil {
+			t.Fatalf("upload to node %d: %d %s", node, code, body)
+		}
+		return jsonPost(bases[node], "/vks/v1/request-verify", map[string]any{"token": up.Token, "addresses": []string{addr}})
+	}
+	spellings := []string{"victim@example.net", "Victim@Example.NET", "VICTIM@example.NET"}
+	for i := range 3 {
+		if code, body := requestVerify(i%2, spellings[i], "Victim <"+spellings[i]+">"); code != 200 || !strings.Contains(body, `"pending"`) {
+			t.Fatalf("mail %d, through node %d: %d %s", i+1, i%2, code, body)
+		}
+	}
+	const refusal = `victim@example.net: this address has had the most mails this server sends an hour: ask again later`
+	for i := 3; i < 5; i++ {
+		code, body := requestVerify(i%2, "victim@example.net", "Someone Else <victim@example.net>")
+		if code != 429 || !strings.Contains(body, refusal) {
+			t.Errorf("mail %d, through node %d: %d %s, want 429 %q", i+1, i%2, code, body, refusal)
+		}
+	}
+	if code, body := requestVerify(1, "other@example.net", "Other <other@example.net>"); code != 200 {
+		t.Errorf("another address: %d %s", code, body)
+	}
+	// Mails are sent before the request is answered: what arrived is
+	// every mail that went out.
+	to := map[string]int{}
+	for smtp.Pending() > 0 {
+		m := smtp.Wait(t, time.Second)
+		to[strings.ToLower(strings.Join(m.To, ","))]++
+	}
+	if to["victim@example.net"] != 3 || to["other@example.net"] != 1 || len(to) != 2 {
+		t.Errorf("mails sent: %v, want 3 to victim@example.net and 1 to other@example.net", to)
+	}
+}

@@ -98,7 +98,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// keys Service, built below over the identity Service, so that they
 	// drop this node's cached answers as any key change does.
 	blocks := &keyBlocklist{}
-	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), blocks, ca, certPolicy)
+	svc, err := newIdentityServiceWithCA(st.Store, cfg.serverName(), cfg.hostPolicy(), blocks, ca, certPolicy, cfg.SMTP.MailsPerAddressPerHour)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 // newIdentityService builds the node's one identity service over st.
 func newIdentityService(st *postgres.Store, server string, hosts identity.HostPolicy) (*identity.Service, error) {
-	return newIdentityServiceWithCA(st, server, hosts, st, nil, identity.CertificatePolicy{})
+	return newIdentityServiceWithCA(st, server, hosts, st, nil, identity.CertificatePolicy{}, 0)
 }
 
 // newToolKeyService builds the write path of OpenPGP keys over st for a
@@ -213,12 +213,13 @@ func newToolKeyService(st *postgres.Store, cfg Config, policy pgp.Policy, log *s
 }
 
 // newIdentityServiceWithCA is newIdentityService whose Service adds
-// blocks through blocks and issues SSH certificates with ca (nil: none)
-// under policy.
+// blocks through blocks, issues SSH certificates with ca (nil: none)
+// under policy, and mails one address at most mailsPerAddress links an
+// hour (smtp.mails_per_address_per_hour; 0: the default).
 func newIdentityServiceWithCA(st *postgres.Store, server string, hosts identity.HostPolicy, blocks identity.Blocklist,
-	ca identity.CertificateAuthority, policy identity.CertificatePolicy) (*identity.Service, error) {
+	ca identity.CertificateAuthority, policy identity.CertificatePolicy, mailsPerAddress int) (*identity.Service, error) {
 	svc, err := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: server, Blocklist: blocks, Hosts: hosts,
-		CA: ca, Certificates: policy})
+		CA: ca, Certificates: policy, MailsPerAddress: mailsPerAddress})
 	if err != nil {
 		return nil, err
 	}
