@@ -6,7 +6,6 @@ package pgp
 import (
 	"bytes"
 	"encoding/hex"
-	"net/mail"
 	"strings"
 	"time"
 
@@ -80,8 +79,8 @@ func (c Capabilities) String() string {
 type UserID struct {
 	// Text is the user ID as stored (normally UTF-8).
 	Text string
-	// Email is the lower-cased address: the part in <...>, or the whole user
-	// ID when it is a bare address; empty when there is none.
+	// Email is the lower-cased address the user ID carries (UserIDAddress):
+	// empty when it carries none, or more than one reading of one.
 	Email string
 	// Created is the creation time of the newest valid self-certification.
 	Created time.Time
@@ -188,7 +187,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 	var primaryAt time.Time
 	var primaryFlag bool
 	for i, c := range uids {
-		u := UserID{Text: string(c.pkt.Body), Email: emailOf(string(c.pkt.Body))}
+		u := UserID{Text: string(c.pkt.Body), Email: UserIDAddress(string(c.pkt.Body))}
 		var cert *selfSig
 		var revokedAt time.Time
 		for _, s := range c.sigs {
@@ -373,23 +372,4 @@ func mpiBits(n []byte) int {
 		bits++
 	}
 	return bits
-}
-
-// emailOf extracts the lower-cased address of a user ID: the part in angle
-// brackets, or the whole user ID if it is a bare address.
-func emailOf(uid string) string {
-	if i := strings.LastIndexByte(uid, '<'); i >= 0 {
-		if j := strings.IndexByte(uid[i:], '>'); j > 0 {
-			addr := strings.TrimSpace(uid[i+1 : i+j])
-			if strings.Contains(addr, "@") && !strings.ContainsAny(addr, " <>") {
-				return strings.ToLower(addr)
-			}
-		}
-		return ""
-	}
-	s := strings.TrimSpace(uid)
-	if a, err := mail.ParseAddress(s); err == nil && a.Address == s {
-		return strings.ToLower(s)
-	}
-	return ""
 }

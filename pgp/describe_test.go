@@ -91,19 +91,3 @@ func TestDescribeV6Key(t *testing.T) {
 		t.Errorf("v6 description %+v", d)
 	}
 }
-
-func TestDescribeEmail(t *testing.T) {
-	for uid, want := range map[string]string{
-		"Name <User@Example.org>":       "user@example.org",
-		"user@example.org":              "user@example.org",
-		"Name (comment) <a@b.example> ": "a@b.example",
-		"Name <not an address>":         "",
-		"just a name":                   "",
-		"<>":                            "",
-		"x <y@z.example> <w@v.example>": "w@v.example",
-	} {
-		if got := emailOf(uid); got != want {
-			t.Errorf("emailOf(%q) = %q, want %q", uid, got, want)
-		}
-	}
-}

@@ -5,7 +5,7 @@
 package pgp
 
 // WithUserIDs returns k with only the user IDs whose address keep accepts
-// (the lower-cased address of the user ID, "" when it has none), each
+// (UserIDAddress of the user ID, "" when it carries none), each
 // with its signatures. The primary key, its direct signatures and every
 // subkey with its signatures stay; user attributes (photos) go. The
 // result is not canonical (Canonical reports false); serve its Bytes. A
@@ -19,7 +19,7 @@ func (k *Key) WithUserIDs(keep func(email string) bool) *Key {
 	for _, c := range st.comps {
 		switch c.kind {
 		case kindUserID:
-			if !keep(emailOf(string(c.pkt.Body))) {
+			if !keep(UserIDAddress(string(c.pkt.Body))) {
 				continue
 			}
 		case kindUserAttribute:
