@@ -66,5 +66,5 @@ func emailRecord(e *identity.Evidence) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the key %s carried no valid self-signed user ID with %s when the record was made", e.From.Value, e.To.Value)
+	return orEarlierReading(e, fmt.Errorf("the key %s carried no valid self-signed user ID with %s when the record was made", e.From.Value, e.To.Value))
 }

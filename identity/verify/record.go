@@ -260,7 +260,7 @@ func verifyKeyLink(e *identity.Evidence) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the key %s does not carry this %s link to %s with these signatures and this expiry", e.From.Value, e.Method, e.To)
+	return orEarlierReading(e, fmt.Errorf("the key %s does not carry this %s link to %s with these signatures and this expiry", e.From.Value, e.Method, e.To))
 }
 
 // sameLinkPackets reports whether the record holds link l: its method,
@@ -336,7 +336,8 @@ type Failure struct {
 	Seq    int64
 	Reason string
 	// Unchecked marks a record whose proof is a private artifact it only
-	// commits to (ErrWithheld): neither verified nor failed.
+	// commits to (ErrWithheld), or one made under an earlier reading of
+	// user IDs (ErrEarlierReading): neither verified nor failed.
 	Unchecked bool
 	// Erased marks an unchecked record whose artifacts the server erased
 	// (ErrErased).
@@ -397,7 +398,7 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 		err = v.checkCertificate(e)
 	}
 	switch {
-	case errors.Is(err, ErrWithheld):
+	case errors.Is(err, ErrWithheld), errors.Is(err, ErrEarlierReading):
 		out = append(out, Failure{Seq: e.Seq, Reason: err.Error(), Unchecked: true, Erased: errors.Is(err, ErrErased)})
 		v.unchecked++
 		if errors.Is(err, ErrErased) {
