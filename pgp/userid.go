@@ -10,6 +10,7 @@ import (
 	"net/mail"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // maxAddressLen is the longest address RFC 5321 lets a mail path carry.
@@ -24,7 +25,7 @@ const maxAddressLen = 254
 // <addr-spec>, then nothing but white space and parenthesized comments),
 // or one bare addr-spec ("addr" alone). The addr-spec is one address:
 // exactly one "@", a local part and a domain, no white space, control
-// characters, quoting, brackets or list separators.
+// characters, invalid UTF-8, quoting, brackets or list separators.
 //
 // Anything else carries none: two "<" or two ">", text after ">",
 // unbalanced brackets, two addresses, a list. Such user IDs are where
@@ -58,7 +59,9 @@ func addrSpec(a string) string {
 		return ""
 	}
 	for _, r := range a {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(`<>()[]\,;:"`, r) {
+		// utf8.RuneError: invalid UTF-8, or the replacement character a
+		// store writes for it; never part of a real address.
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError || strings.ContainsRune(`<>()[]\,;:"`, r) {
 			return ""
 		}
 	}

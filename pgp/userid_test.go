@@ -55,6 +55,8 @@ var userIDCases = []struct {
 	{`CEO <"ceo@example.org"@mallory.example>`, "", ""},
 	{"CEO <ceo@[192.0.2.1]>", "", ""},
 	{"CEO <ceo..x@example.org>", "", "ceo..x@example.org"},
+	{"CEO <ceo\xff@example.org>", "", ""},
+	{"CEO <ceo\ufffd@example.org>", "", ""},
 }
 
 func TestUserIDAddressReadsOneMailboxOrNone(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kith-keyserver/kith/pgp"
 )
 
 //go:embed migrations/*.sql
@@ -93,6 +95,11 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
 			}
+			if step := dataStep(m.name); step != nil {
+				if err := step(ctx, tx); err != nil {
+					return fmt.Errorf("apply %s: %w", m.name, err)
+				}
+			}
 			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
 				return fmt.Errorf("record %s: %w", m.name, err)
 			}
@@ -104,6 +111,56 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	return version, nil
+}
+
+// dataStep returns the Go step that completes the migration named name,
+// nil when its SQL is all of it: a rule the SQL cannot state (one that
+// lives in Go, once) is applied to the stored rows this way.
+func dataStep(name string) func(context.Context, pgx.Tx) error {
+	if strings.HasSuffix(name, "_user_id_addresses.sql") {
+		return rereadUserIDAddresses
+	}
+	return nil
+}
+
+// rereadUserIDAddresses sets every stored user ID's email to what
+// pgp.UserIDAddress reads from it today. That reading never finds an
+// address the earlier one (the last <...>) did not, so only rows with an
+// address can change: those of ambiguous user IDs lose theirs, and with
+// it every lookup by that address (HKP, VKS, WKD, verification).
+func rereadUserIDAddresses(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, "SELECT key_ref, position, uid, email FROM user_ids WHERE email <> ''")
+	if err != nil {
+		return fmt.Errorf("read user IDs: %w", err)
+	}
+	var b pgx.Batch
+	for rows.Next() {
+		var (
+			key        int64
+			pos        int32
+			uid, email string
+		)
+		if err := rows.Scan(&key, &pos, &uid, &email); err != nil {
+			rows.Close()
+			return fmt.Errorf("read user IDs: %w", err)
+		}
+		// The stored uid is the packet's text made valid UTF-8
+		// (cleanText), which changes no character the parser reads.
+		if now := cleanText(pgp.UserIDAddress(uid)); now != email {
+			b.Queue("UPDATE user_ids SET email = $3 WHERE key_ref = $1 AND position = $2", key, pos, now)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read user IDs: %w", err)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("update user IDs' addresses: %w", err)
+	}
+	return nil
 }
 
 // SchemaVersion returns the schema version recorded in the database.
