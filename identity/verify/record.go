@@ -474,7 +474,8 @@ func (v *LogVerifier) checkCertificate(e *identity.Evidence) error {
 func (v *LogVerifier) Count() int { return v.count }
 
 // Unchecked returns how many of them were unchecked (their proofs are
-// private artifacts).
+// private artifacts, or they were made under an earlier reading of user
+// IDs).
 func (v *LogVerifier) Unchecked() int { return v.unchecked }
 
 // Erased returns how many of the unchecked records were so because the
