@@ -37,3 +37,40 @@ func (s *Store) Secret(ctx context.Context, name string, size int) ([]byte, erro
 	}
 	return value, nil
 }
+
+// StoredSecret returns the bytes kept under name by PutSecret, and false
+// when there are none. Unlike Secret it creates nothing: it is for values
+// a node obtains from elsewhere (an ACME account key, a certificate) and
+// shares with the others through the database.
+func (s *Store) StoredSecret(ctx context.Context, name string) ([]byte, bool, error) {
+	var value []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM secrets WHERE name = $1`, name).Scan(&value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: secret %s: %w", name, err)
+	}
+	return value, true, nil
+}
+
+// PutSecret keeps value under name for every node, replacing what was
+// there.
+func (s *Store) PutSecret(ctx context.Context, name string, value []byte) error {
+	if value == nil {
+		value = []byte{} // the column is NOT NULL; an empty value is a value
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO secrets (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, created_at = now()`, name, value); err != nil {
+		return fmt.Errorf("postgres: put secret %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteSecret removes what is kept under name; none is not an error.
+func (s *Store) DeleteSecret(ctx context.Context, name string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM secrets WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("postgres: delete secret %s: %w", name, err)
+	}
+	return nil
+}

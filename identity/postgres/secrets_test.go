@@ -53,3 +53,39 @@ func TestSecretIsCreatedOnceAndSharedByEveryNode(t *testing.T) {
 		t.Fatal("a secret of another size was accepted")
 	}
 }
+
+func TestStoredSecretIsWhatTheLastPutKept(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	a, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v, ok, err := a.StoredSecret(ctx, "acme/x"); err != nil || ok || v != nil {
+		t.Fatalf("before any put: %q %v %v", v, ok, err)
+	}
+	for _, want := range []string{"first", "second", ""} {
+		if err := a.PutSecret(ctx, "acme/x", []byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		// Another node sees it.
+		if v, ok, err := b.StoredSecret(ctx, "acme/x"); err != nil || !ok || string(v) != want {
+			t.Fatalf("after putting %q: %q %v %v", want, v, ok, err)
+		}
+	}
+	if err := b.DeleteSecret(ctx, "acme/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.StoredSecret(ctx, "acme/x"); err != nil || ok {
+		t.Fatalf("after delete: %v %v", ok, err)
+	}
+	if err := b.DeleteSecret(ctx, "acme/x"); err != nil {
+		t.Fatalf("deleting what is gone: %v", err)
+	}
+}
