@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/kith-keyserver/kith/cmd/internal/clientaddr"
 	"github.com/kith-keyserver/kith/cmd/internal/settings"
@@ -84,7 +86,32 @@ type Config struct {
 	Hosts HostsConfig `toml:"hosts"`
 	// SSHCA is the [ssh_ca] section: the SSH user certificate authority.
 	SSHCA SSHCAConfig `toml:"ssh_ca"`
+	// TLS is the [tls] section: HTTPS served by Kith itself.
+	TLS TLSConfig `toml:"tls"`
 }
+
+// TLSConfig is the [tls] section. With Listen set, Kith serves everything
+// over HTTPS there too, and its plain listeners send browsers to https
+// while HKP keeps answering over plain HTTP.
+type TLSConfig struct {
+	// Listen is the HTTPS address; empty means no TLS of Kith's own.
+	Listen string `toml:"listen"`
+	// CertFile and KeyFile hold the PEM certificate chain and its key,
+	// read again when they change.
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// ACMENames are the host names to get certificates for from the ACME
+	// CA at ACMEDirectory, instead of the files: the server's name and the
+	// WKD host names (openpgpkey.DOMAIN, DOMAIN).
+	ACMENames     settings.StringList `toml:"acme_names"`
+	ACMEDirectory string              `toml:"acme_directory"`
+	// HTTPListen is a plain HTTP address beside Listen (port 80, where an
+	// ACME CA asks http-01 challenges and browsers arrive); empty: none.
+	HTTPListen string `toml:"http_listen"`
+}
+
+// enabled reports whether Kith serves HTTPS itself.
+func (t TLSConfig) enabled() bool { return t.Listen != "" }
 
 // HostsConfig is the [hosts] section.
 type HostsConfig struct {
@@ -244,6 +271,7 @@ func defaultConfig() Config {
 		},
 		Web:  WebConfig{SessionLifetime: settings.Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true, MailsPerAddressPerHour: identity.DefaultMailsPerAddress},
+		TLS:  TLSConfig{ACMEDirectory: autocert.DefaultACMEDirectory},
 		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
 		SSHCA: SSHCAConfig{
 			Validity:            settings.Duration(identity.DefaultCertificateValidity),
@@ -304,6 +332,12 @@ func kithSettings() []settings.Setting[Config] {
 		{"ssh_ca.principals_file", "`file` of extra principals per identity: lines of \"handle principal...\"", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SSHCA.PrincipalsFile) }},
 		{"ssh_ca.critical_options", "critical `options` of every certificate (comma-separated: force-command=CMD, source-address=CIDR, verify-required)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.CriticalOptions) }},
 		{"ssh_ca.extensions", "`extensions` of every certificate (comma-separated; default those ssh-keygen grants)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.Extensions) }},
+		{"tls.listen", "HTTPS `address` (e.g. :443) serving all that listen serves; plain listeners then send browsers to https, HKP stays plain; empty means none", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.Listen) }},
+		{"tls.cert_file", "`file` with the PEM certificate chain for tls.listen, read again when it changes", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.CertFile) }},
+		{"tls.key_file", "`file` with the PEM private key of tls.cert_file", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.KeyFile) }},
+		{"tls.acme_names", "host `names` (comma-separated, e.g. keys.example.org,openpgpkey.example.org) to get certificates for by ACME instead of files; kept in the database for every node", func(c *Config) flag.Value { return (*settings.ListValue)(&c.TLS.ACMENames) }},
+		{"tls.acme_directory", "ACME directory `URL` of the CA for tls.acme_names (default Let's Encrypt's)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.ACMEDirectory) }},
+		{"tls.http_listen", "plain HTTP `address` beside listen (e.g. :80) for ACME http-01 challenges and browsers; empty means none", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.HTTPListen) }},
 		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.Uploads) }},
 	}
 	out := make([]settings.Setting[Config], len(rows))
@@ -455,6 +489,9 @@ func (c Config) validate() error {
 	if err := c.SSHCA.validate(); err != nil {
 		return err
 	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
 	for i, p := range c.Recon.Peers {
 		if err := settings.CheckHostPort(p.Address); err != nil {
 			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)
@@ -484,6 +521,16 @@ func (c Config) publicURL() string {
 	if c.PublicURL != "" {
 		return strings.TrimSuffix(c.PublicURL, "/")
 	}
+	if c.TLS.enabled() {
+		host, port, _ := net.SplitHostPort(c.TLS.Listen)
+		if len(c.TLS.ACMENames) > 0 {
+			host = c.TLS.ACMENames[0]
+		}
+		if port == "443" {
+			return "https://" + host
+		}
+		return "https://" + net.JoinHostPort(host, port)
+	}
 	return "http://" + c.Listen
 }
 
@@ -504,6 +551,19 @@ func (c Config) nodename() string {
 	}
 	name, _ := os.Hostname()
 	return name
+}
+
+// httpsPort is the port the plain listeners send browsers to: public_url's
+// when it is https (a proxy or NAT may map it), else tls.listen's.
+func (c Config) httpsPort() string {
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Scheme == "https" {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		return "443"
+	}
+	_, port, _ := net.SplitHostPort(c.TLS.Listen)
+	return port
 }
 
 // oidcProviders returns the configured providers with their callback URLs

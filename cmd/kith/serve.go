@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kith-keyserver/kith/cmd/internal/httpserve"
+	"github.com/kith-keyserver/kith/cmd/internal/tlsserve"
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -40,6 +43,19 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("setting listen: %w", err)
 	}
 	defer ln.Close()
+	var tlsLn, httpLn net.Listener
+	if cfg.TLS.enabled() {
+		if tlsLn, err = net.Listen("tcp", cfg.TLS.Listen); err != nil {
+			return fmt.Errorf("setting tls.listen: %w", err)
+		}
+		defer tlsLn.Close()
+	}
+	if cfg.TLS.HTTPListen != "" {
+		if httpLn, err = net.Listen("tcp", cfg.TLS.HTTPListen); err != nil {
+			return fmt.Errorf("setting tls.http_listen: %w", err)
+		}
+		defer httpLn.Close()
+	}
 	var reconLn net.Listener
 	if cfg.Recon.Listen != "off" {
 		if reconLn, err = net.Listen("tcp", cfg.Recon.Listen); err != nil {
@@ -65,18 +81,18 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	// Answer at once while the store starts (initdb and the cluster's
 	// start take a while): 503 "starting" until the frontends are ready.
+	// With TLS, the plain listeners send browsers to https from the start.
 	gate := &httpserve.StartGate{}
-	srv := &http.Server{
-		Handler:           gate,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      120 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	plain := http.Handler(gate)
+	if cfg.TLS.enabled() {
+		plain = tlsserve.Redirect(gate, cfg.httpsPort())
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer srv.Close() // a failed start; after a clean shutdown it does nothing
+	servers := &httpServers{log: log, served: make(chan error, 3)}
+	defer servers.close() // a failed start; after a clean shutdown it does nothing
+	servers.serve(ln, plain, nil)
+	if httpLn != nil {
+		servers.serve(httpLn, plain, nil)
+	}
 
 	policy := pgp.DefaultPolicy()
 	// The whole pool opens, warmed, at start: a burst of lookups after a
@@ -89,6 +105,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	defer st.Close()
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), st.Collector())
+
+	// HTTPS starts once the store is open: ACME keeps its account and
+	// certificates there, for every node.
+	var tlsSrv *tlsserve.Server
+	if tlsLn != nil {
+		if tlsSrv, err = newTLSServer(cfg, st.Store, log); err != nil {
+			return err
+		}
+	}
 
 	ca, certPolicy, err := certificateAuthority(ctx, cfg, st.Store)
 	if err != nil {
@@ -171,28 +196,91 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	// Every limit and log line after this reads the client from
 	// RemoteAddr, resolved once behind trusted_proxies.
-	gate.Open(cfg.proxies().Handler(httpserve.Handler(mux, st, errRestarting, reg, cfg.MetricsListen == "", log)))
-	log.Info("kith serving", "version", version, "listen", ln.Addr().String())
+	handler := cfg.proxies().Handler(httpserve.Handler(mux, st, errRestarting, reg, cfg.MetricsListen == "", log))
+	attrs := []any{"version", version, "listen", ln.Addr().String()}
+	if tlsSrv != nil {
+		// ACME http-01 challenges are answered on every listener (the
+		// plain ones never redirect them); the manager learns here that
+		// it may use them, before the HTTPS listener serves.
+		handler = tlsSrv.Challenges(handler)
+		servers.serve(tlsLn, gate, tlsSrv.TLSConfig())
+		attrs = append(attrs, "tls_listen", tlsLn.Addr().String())
+	}
+	gate.Open(handler)
+	log.Info("kith serving", attrs...)
 
 	select {
-	case err := <-served:
+	case err := <-servers.served:
 		return fmt.Errorf("serve: %w", err)
 	case <-st.Failed():
-		srv.Close()
+		servers.close()
 		return fmt.Errorf("serve: %w", st.cluster.Err())
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("requests still running at shutdown were cut off", "err", err)
-	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("serve", "err", err)
-	}
+	servers.shutdown(sctx)
 	log.Info("stopped")
 	return nil
+}
+
+// httpServers are kith serve's HTTP servers, one a listener: the plain
+// listener, the HTTPS one and a second plain one.
+type httpServers struct {
+	log    *slog.Logger
+	all    []*http.Server
+	served chan error // each server's end; room for every one
+}
+
+// serve serves h on ln, over TLS with conf when it is not nil.
+func (s *httpServers) serve(ln net.Listener, h http.Handler, conf *tls.Config) {
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         conf,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.all = append(s.all, srv)
+	go func() {
+		if conf != nil {
+			s.served <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		s.served <- srv.Serve(ln)
+	}()
+}
+
+// shutdown lets every server finish its requests in flight until ctx ends,
+// and waits for each to stop.
+func (s *httpServers) shutdown(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, srv := range s.all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				s.log.Warn("requests still running at shutdown were cut off", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	for range s.all {
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("serve", "err", err)
+		}
+	}
+	s.all = nil
+}
+
+// close stops every server at once.
+func (s *httpServers) close() {
+	for _, srv := range s.all {
+		srv.Close()
+	}
 }
 
 // newIdentityService builds the node's one identity service over st.

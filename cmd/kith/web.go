@@ -35,8 +35,10 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		CSRFKey:         key,
 		SessionLifetime: time.Duration(cfg.Web.SessionLifetime),
 		SessionIdle:     time.Duration(cfg.Web.SessionIdle),
-		SecureCookies:   cfg.Web.SecureCookies || strings.HasPrefix(cfg.publicURL(), "https://"),
-		Logger:          log.With("component", "web"),
+		// With TLS of Kith's own, browsers on the plain listeners are sent
+		// to https: a cookie is only ever wanted there.
+		SecureCookies: cfg.Web.SecureCookies || cfg.TLS.enabled() || strings.HasPrefix(cfg.publicURL(), "https://"),
+		Logger:        log.With("component", "web"),
 	})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)

@@ -158,7 +158,19 @@ func (h *Home) NewKey(uid, usage string) string {
 // UseKeyserver points this home's dirmngr at the HKP server at addr.
 func (h *Home) UseKeyserver(addr string) {
 	h.t.Helper()
-	conf := "keyserver hkp://" + addr + "\nstandard-resolver\n"
+	h.UseKeyserverURL("hkp://" + addr)
+}
+
+// UseKeyserverURL points this home's dirmngr at the keyserver at url
+// (hkp:// or hkps://), with extra lines for dirmngr.conf (such as
+// "hkp-cacert FILE", the CA an hkps server's certificate is checked
+// against).
+func (h *Home) UseKeyserverURL(url string, extra ...string) {
+	h.t.Helper()
+	conf := "keyserver " + url + "\nstandard-resolver\n"
+	for _, l := range extra {
+		conf += l + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(h.Dir, "dirmngr.conf"), []byte(conf), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
