@@ -47,6 +47,15 @@ var ErrRejected = errors.New("recon: key rejected")
 // and the digest is not asked for again for a while, like a rejected one.
 var ErrUnchanged = errors.New("recon: key merged without change")
 
+// ErrChangedByPolicy is what a store callback wraps when the local key
+// policy changed the peer's key (dropped certifications over a cap, say)
+// before it was stored or merged: what the local side then holds is not
+// the peer's form, so the peer's digest will never be in the local tree.
+// The key counts in FetchResult.Changed, and as stored, or as unchanged
+// when the error wraps ErrUnchanged too; its digest is not asked for
+// again for a while, like a rejected one. It is not a refusal.
+var ErrChangedByPolicy = errors.New("recon: key stored changed by the key policy")
+
 // MarshalHashQueryRequest returns the /pks/hashquery request body for digests.
 func MarshalHashQueryRequest(digests [][16]byte) []byte {
 	b := make([]byte, 0, 4+20*len(digests))
@@ -245,6 +254,9 @@ type FetchResult struct {
 	Stored    int // keys the store callback accepted
 	Unchanged int // keys whose merge changed nothing (ErrUnchanged)
 	Rejected  int // keys the store callback rejected
+	// Changed counts the keys, stored or unchanged, that the local key
+	// policy changed from the peer's form (ErrChangedByPolicy).
+	Changed int
 }
 
 // Fetcher gets the keys the local side lacks from a peer and stores them.
@@ -258,7 +270,8 @@ type Fetcher interface {
 // safe for concurrent use.
 type HashQueryFetcher struct {
 	// Store receives each fetched key's bytes. Returning an error that
-	// wraps ErrRejected skips the key; any other error stops the fetch.
+	// wraps ErrRejected, ErrUnchanged or ErrChangedByPolicy says what
+	// became of the key, and the fetch goes on; any other error stops it.
 	Store func(ctx context.Context, key []byte) error
 	// KeyDigest, if set, returns a key's SKS digest, so rejected keys and
 	// digests the peer did not serve are remembered one by one. Without it
@@ -418,7 +431,7 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 	}
 	lim := f.Limits
 	lim.MaxKeys = len(batch)
-	var received, rejected, unchanged int
+	var received, rejected, unchanged, changed int
 	served := make(map[[16]byte]bool)
 	err = ReadHashQueryResponse(resp.Body, lim, func(key []byte) error {
 		received++
@@ -433,12 +446,16 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 				unchanged++
 			case errors.Is(err, ErrRejected):
 				rejected++
+			case errors.Is(err, ErrChangedByPolicy):
 			default:
 				return &fatalStoreError{err}
 			}
+			if errors.Is(err, ErrChangedByPolicy) {
+				changed++
+			}
 			if f.KeyDigest != nil {
 				if d, err := f.KeyDigest(key); err == nil {
-					served[d] = false // served, but refused
+					served[d] = false // served, but asking again brings nothing
 				}
 			}
 			return nil
@@ -448,6 +465,7 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 	res.Received += received
 	res.Rejected += rejected
 	res.Unchanged += unchanged
+	res.Changed += changed
 	res.Stored += received - rejected - unchanged
 	if err != nil {
 		return err
@@ -463,7 +481,7 @@ func (f *HashQueryFetcher) fetchBatch(ctx context.Context, url string, batch [][
 			}
 		}
 		f.remember(forget)
-	case rejected > 0 || received < len(batch):
+	case rejected > 0 || changed > 0 || received < len(batch):
 		f.remember(batch)
 	}
 	return nil

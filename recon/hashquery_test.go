@@ -262,3 +262,39 @@ func TestBoundedSetForgetsOldest(t *testing.T) {
 		t.Fatalf("bounded set holds %d, wrong members", s.len())
 	}
 }
+
+// TestHashQueryFetcherCountsKeysChangedByPolicy: a key the store callback
+// reports as changed by the key policy is no refusal: it counts as stored
+// (or unchanged, when the merge changed nothing) and as changed, and its
+// digest is not asked for again.
+func TestHashQueryFetcherCountsKeysChangedByPolicy(t *testing.T) {
+	ds := randDigests(rand.New(rand.NewPCG(5, 5)), 10)
+	srv := &fakeHKP{keys: map[[16]byte][]byte{}}
+	for _, d := range ds {
+		srv.keys[d] = keyFor(d)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	f := NewHashQueryFetcher(func(ctx context.Context, key []byte) error {
+		switch {
+		case bytes.Equal(key, keyFor(ds[0])):
+			return fmt.Errorf("%w: capped", ErrChangedByPolicy)
+		case bytes.Equal(key, keyFor(ds[1])):
+			return fmt.Errorf("%w: %w: capped", ErrChangedByPolicy, ErrUnchanged)
+		}
+		return nil
+	}, nil)
+	f.KeyDigest = digestOfFakeKey
+	peer := Peer{Address: "127.0.0.1:1", HTTP: ts.URL}
+	res, err := f.Fetch(context.Background(), peer, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stored != 9 || res.Unchanged != 1 || res.Changed != 2 || res.Rejected != 0 {
+		t.Fatalf("result %+v, want 9 stored, 1 unchanged, 2 changed by policy, none rejected", res)
+	}
+	res, err = f.Fetch(context.Background(), peer, ds[:2])
+	if err != nil || res.Skipped != 2 {
+		t.Fatalf("second fetch of the changed keys: %+v, %v; want both skipped", res, err)
+	}
+}

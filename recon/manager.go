@@ -536,7 +536,7 @@ func (m *Manager) finishSession(ctx context.Context, peer Peer, role, host strin
 		return fr, ferr
 	}
 	m.log.Info("recon: fetched", "peer", peer.Address, "requested", fr.Requested, "stored", fr.Stored,
-		"rejected", fr.Rejected, "skipped", fr.Skipped)
+		"unchanged", fr.Unchanged, "changed_by_policy", fr.Changed, "rejected", fr.Rejected, "skipped", fr.Skipped)
 	return fr, nil
 }
 

@@ -16,6 +16,7 @@ type metrics struct {
 	missing  *prometheus.CounterVec
 	sent     *prometheus.CounterVec
 	keys     *prometheus.CounterVec
+	changed  *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 }
 
@@ -40,6 +41,10 @@ func newMetrics(reg prometheus.Registerer, tree *Tree) (*metrics, error) {
 		keys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kith_recon_fetched_keys_total", Help: "Keys fetched from peers, by result.",
 		}, []string{"peer", "result"}),
+		changed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kith_recon_keys_changed_by_policy_total",
+			Help: "Keys fetched from peers that the key policy changed from the peer's form (stored or unchanged): their digests differ between the two sides for good.",
+		}, []string{"peer"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kith_recon_refused_connections_total", Help: "Recon connections closed unserved, by reason.",
 		}, []string{"reason"}),
@@ -47,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, tree *Tree) (*metrics, error) {
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kith_recon_tree_digests", Help: "Digests in the recon prefix tree.",
 	}, func() float64 { return float64(tree.Len()) })
-	for _, c := range []prometheus.Collector{m.sessions, m.duration, m.missing, m.sent, m.keys, m.refusals, size} {
+	for _, c := range []prometheus.Collector{m.sessions, m.duration, m.missing, m.sent, m.keys, m.changed, m.refusals, size} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("recon: registering metrics: %w", err)
 		}
@@ -76,6 +81,7 @@ func (m *metrics) fetched(peer string, fr FetchResult) {
 	m.keys.WithLabelValues(peer, "stored").Add(float64(fr.Stored))
 	m.keys.WithLabelValues(peer, "rejected").Add(float64(fr.Rejected))
 	m.keys.WithLabelValues(peer, "unchanged").Add(float64(fr.Unchanged))
+	m.changed.WithLabelValues(peer).Add(float64(fr.Changed))
 }
 
 func (m *metrics) refused(reason string) {

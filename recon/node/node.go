@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,22 +80,31 @@ func Start(ctx context.Context, cfg Config, st Store, uploads keys.Uploader,
 
 // StoreFetched returns the recon.HashQueryFetcher callback that sends each
 // key a peer served through the upload path (the key policy, the upload
-// policy, then merge and store). A key refused, or
-// stored otherwise than the peer holds it (the policy changed it, it is a
-// tombstone, it is blocked or carries blocked packets), is reported as
-// rejected, so that the fetcher does not ask for that digest again every
-// round; the refusals that no later event can undo but an unblock are
-// remembered in the store, for every node and past restarts (RefuseDigest).
-// Refusals by the upload policy are not: the key may be proven later.
+// policy, then merge and store). A key stored otherwise than the peer
+// holds it is not asked for again every round: its digest is remembered
+// in the store, for every node and past restarts (RefuseDigest). That is
+// a refusal (recon.ErrRejected, logged as one) when the key is refused,
+// is a tombstone, or is or carries something blocked; it is not when the
+// key policy changed the peer's form (dropped certifications over the
+// cap, say) and the key was stored or merged all the same
+// (recon.ErrChangedByPolicy, logged once per key per process at info
+// level, then at debug level), nor when the merge changed nothing
+// (recon.ErrUnchanged). Refusals by the upload policy are not remembered:
+// the key may be proven later.
 func StoreFetched(st keys.Refusals, uploads keys.Uploader, log *slog.Logger) func(ctx context.Context, b []byte) error {
+	seen := newOnce(changedLogKeys)
 	return func(ctx context.Context, b []byte) error {
 		raw, err := pgp.ParseKey(b)
 		if err != nil {
 			return fmt.Errorf("%w: %v", recon.ErrRejected, err)
 		}
+		fp := fmt.Sprintf("%X", raw.Fingerprint())
+		remember := func(reason string) error {
+			return st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), reason)
+		}
 		refuse := func(reason string) error {
-			log.Info("recon: refused a fetched key", "fingerprint", fmt.Sprintf("%X", raw.Fingerprint()), "reason", reason)
-			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), reason); err != nil {
+			log.Info("recon: refused a fetched key", "fingerprint", fp, "reason", reason)
+			if err := remember(reason); err != nil {
 				return err
 			}
 			return fmt.Errorf("%w: %s", recon.ErrRejected, reason)
@@ -115,18 +125,69 @@ func StoreFetched(st keys.Refusals, uploads keys.Uploader, log *slog.Logger) fun
 		case change == keys.Blocked || change == keys.Reduced:
 			return refuse(change.Reason())
 		case k.Digest() != raw.Digest():
-			return refuse("stored as changed by the key policy")
+			// res.Key is the peer's key as the policy left it, before the
+			// merge: the policy changed it. Kith keeps its own form; the
+			// peer's digest stays missing here for good, and Kith's may stay
+			// missing at the peer (see README, "Recon peers").
+			level := slog.LevelDebug
+			if seen.first(fp) {
+				level = slog.LevelInfo
+			}
+			log.Log(ctx, level, "recon: stored a fetched key changed by the key policy", "fingerprint", fp,
+				"dropped", res.Report.String(), "change", change.String(),
+				"peer_digest", fmt.Sprintf("%X", raw.Digest()), "policy_digest", fmt.Sprintf("%X", k.Digest()))
+			if err := remember(changedByPolicy); err != nil {
+				return err
+			}
+			if change == keys.Unchanged {
+				return fmt.Errorf("%w: %w: %s", recon.ErrChangedByPolicy, recon.ErrUnchanged, fp)
+			}
+			return fmt.Errorf("%w: %s", recon.ErrChangedByPolicy, fp)
 		case change == keys.Unchanged:
 			// The stored key holds all of the peer's and more (Hockeypuck
 			// and SKS keep what Kith's policy caps or drops, and the other
 			// way round): the peer's digest will never bring anything new.
-			if err := st.RefuseDigest(ctx, raw.Digest(), raw.Fingerprint(), "merging it changed nothing"); err != nil {
+			if err := remember("merging it changed nothing"); err != nil {
 				return err
 			}
-			return fmt.Errorf("%w: %X", recon.ErrUnchanged, raw.Fingerprint())
+			return fmt.Errorf("%w: %s", recon.ErrUnchanged, fp)
 		}
 		return nil
 	}
+}
+
+// changedByPolicy is the reason remembered with the digest of a key the
+// key policy changed; the same words as before it stopped being logged as
+// a refusal, so that the remembered digests read alike.
+const changedByPolicy = "stored as changed by the key policy"
+
+// changedLogKeys bounds the fingerprints StoreFetched remembers having
+// logged at info level.
+const changedLogKeys = 10_000
+
+// once remembers up to max keys; when full it starts again from empty,
+// so its memory stays bounded and a key is reported again at worst once
+// per max others. It is safe for concurrent use.
+type once struct {
+	max  int
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+func newOnce(max int) *once { return &once{max: max, seen: make(map[string]struct{})} }
+
+// first reports whether key is new, and remembers it.
+func (o *once) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seen[key]; ok {
+		return false
+	}
+	if len(o.seen) >= o.max {
+		clear(o.seen)
+	}
+	o.seen[key] = struct{}{}
+	return true
 }
 
 // RefusingFetcher leaves out of each fetch the digests the store

@@ -1,9 +1,11 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +83,60 @@ func TestStoreFetchedRemembersOnlyFinalRefusals(t *testing.T) {
 
 	if err := store(ctx, []byte("not a key")); !errors.Is(err, recon.ErrRejected) {
 		t.Errorf("unreadable bytes: %v", err)
+	}
+}
+
+// TestStoreFetchedKeyChangedByPolicyIsNoRefusal: a key the key policy
+// changes (here it drops a user ID without a self-signature) is stored,
+// remembered so that it is not fetched again, and logged once, at info
+// level, as what it is: not as a refused key.
+func TestStoreFetchedKeyChangedByPolicyIsNoRefusal(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	st := inprocess.New(inprocess.Options{})
+	store := node.StoreFetched(st, keys.NewService(st, keys.Options{Policy: pgp.DefaultPolicy()}), log)
+
+	uid := []byte("Stray <stray@example.org>")
+	peerForm := append(append(testKey(t, 6), 0xc0|13, byte(len(uid))), uid...) // an unbound user ID
+	k, err := pgp.ParseKey(peerForm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store(ctx, peerForm)
+	if !errors.Is(err, recon.ErrChangedByPolicy) || errors.Is(err, recon.ErrRejected) || errors.Is(err, recon.ErrUnchanged) {
+		t.Fatalf("a key the policy changes: %v, want ErrChangedByPolicy alone", err)
+	}
+	stored, _, err := st.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint()})
+	if err != nil || len(stored) != 1 || stored[0].Digest == k.Digest() {
+		t.Fatalf("stored %d keys (%v), want the key in the policy's form", len(stored), err)
+	}
+	if r, err := st.RefusedDigests(ctx, [][16]byte{k.Digest()}); err != nil || !r[k.Digest()] {
+		t.Fatalf("the peer's digest is not remembered (%v): it would be fetched every round", err)
+	}
+	// The same key again (another peer, a restarted fetch): merged without
+	// change, and not logged at info level twice.
+	if err := store(ctx, peerForm); !errors.Is(err, recon.ErrChangedByPolicy) || !errors.Is(err, recon.ErrUnchanged) {
+		t.Fatalf("the same key again: %v, want ErrChangedByPolicy and ErrUnchanged", err)
+	}
+	out := logs.String()
+	if strings.Contains(out, "refused") {
+		t.Errorf("a key stored changed by the policy is logged as refused:\n%s", out)
+	}
+	var info, debug int
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "changed by the key policy") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "level=INFO") && strings.Contains(line, "unbound"):
+			info++
+		case strings.Contains(line, "level=DEBUG"):
+			debug++
+		}
+	}
+	if info != 1 || debug != 1 {
+		t.Errorf("%d info and %d debug lines, want one of each (the first naming what was dropped):\n%s", info, debug, out)
 	}
 }
 
