@@ -249,7 +249,7 @@ func ReadHashQueryResponse(r io.Reader, lim HashQueryLimits, fn func(key []byte)
 // FetchResult counts what one fetch did.
 type FetchResult struct {
 	Requested int // digests asked for
-	Skipped   int // digests not asked for: rejected recently
+	Skipped   int // digests not asked for: rejected recently, or being fetched by another Fetch
 	Received  int // keys in the responses
 	Stored    int // keys the store callback accepted
 	Unchanged int // keys whose merge changed nothing (ErrUnchanged)
@@ -288,6 +288,7 @@ type HashQueryFetcher struct {
 	mu       sync.Mutex
 	batch    int
 	rejected *boundedSet
+	inflight map[[16]byte]struct{} // digests some Fetch is asking for
 	client   *http.Client
 }
 
@@ -305,6 +306,7 @@ func NewHashQueryFetcher(store func(ctx context.Context, key []byte) error, logg
 func (f *HashQueryFetcher) init() {
 	if f.rejected == nil {
 		f.rejected = newBoundedSet(rejectCap, rejectTTL)
+		f.inflight = make(map[[16]byte]struct{})
 		f.batch = MaxHashQueryBatch
 		f.client = f.Client
 		if f.client == nil {
@@ -324,13 +326,26 @@ func (f *HashQueryFetcher) Fetch(ctx context.Context, peer Peer, missing [][16]b
 	todo := make([][16]byte, 0, len(missing))
 	now := time.Now()
 	for _, d := range missing {
-		if f.rejected.has(d, now) {
+		// A digest another Fetch is asking for is left to it: sessions
+		// with one peer can overlap (a peer that starts a round every few
+		// seconds, a fetch of big keys that takes longer), and each key
+		// must be checked and stored once, not once per session.
+		_, busy := f.inflight[d]
+		if busy || f.rejected.has(d, now) {
 			res.Skipped++
 			continue
 		}
+		f.inflight[d] = struct{}{}
 		todo = append(todo, d)
 	}
 	f.mu.Unlock()
+	defer func(todo [][16]byte) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, d := range todo {
+			delete(f.inflight, d)
+		}
+	}(todo)
 	if peer.HTTP == "" {
 		return res, fmt.Errorf("recon: fetching from %s: no HTTP base URL", peer.Address)
 	}

@@ -298,3 +298,49 @@ func TestHashQueryFetcherCountsKeysChangedByPolicy(t *testing.T) {
 		t.Fatalf("second fetch of the changed keys: %+v, %v; want both skipped", res, err)
 	}
 }
+
+// TestHashQueryFetcherLeavesDigestsInFlightToTheirFetch: overlapping
+// sessions with one peer find the same keys missing; a second Fetch
+// leaves the digests the first is still fetching to it, so each key is
+// checked and stored once.
+func TestHashQueryFetcherLeavesDigestsInFlightToTheirFetch(t *testing.T) {
+	ds := randDigests(rand.New(rand.NewPCG(6, 6)), 5)
+	srv := &fakeHKP{keys: map[[16]byte][]byte{}}
+	for _, d := range ds {
+		srv.keys[d] = keyFor(d)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	stores := 0
+	f := NewHashQueryFetcher(func(ctx context.Context, key []byte) error {
+		once.Do(func() { close(entered); <-release })
+		mu.Lock()
+		stores++
+		mu.Unlock()
+		return nil
+	}, nil)
+	peer := Peer{Address: "127.0.0.1:1", HTTP: ts.URL}
+	first := make(chan FetchResult)
+	go func() {
+		res, err := f.Fetch(context.Background(), peer, ds)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- res
+	}()
+	<-entered
+	res, err := f.Fetch(context.Background(), peer, append(ds[:2:2], [16]byte{0xee}))
+	if err != nil || res.Skipped != 2 || res.Requested != 1 {
+		t.Fatalf("overlapping fetch: %+v, %v; want the 2 digests in flight skipped, the other asked for", res, err)
+	}
+	close(release)
+	if res := <-first; res.Stored != 5 {
+		t.Fatalf("first fetch: %+v, want 5 stored", res)
+	}
+	if stores != 5 {
+		t.Errorf("%d keys stored, want each of 5 once", stores)
+	}
+}
