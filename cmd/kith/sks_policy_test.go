@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +29,7 @@ type hashQueryMeter struct {
 
 	mu                     sync.Mutex
 	requests, keys, nbytes int
+	partial                int // answers with fewer keys than asked for
 }
 
 func (m *hashQueryMeter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +37,8 @@ func (m *hashQueryMeter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	cw := &countingWriter{ResponseWriter: w}
 	m.next.ServeHTTP(cw, r)
 	m.mu.Lock()
@@ -41,7 +46,11 @@ func (m *hashQueryMeter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.requests++
 	m.nbytes += cw.n
 	if len(cw.head) >= 4 {
-		m.keys += int(binary.BigEndian.Uint32(cw.head))
+		n := int(binary.BigEndian.Uint32(cw.head))
+		m.keys += n
+		if len(body) >= 4 && n < int(binary.BigEndian.Uint32(body)) {
+			m.partial++
+		}
 	}
 }
 
