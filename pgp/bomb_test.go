@@ -11,8 +11,8 @@ import (
 
 // bombs are the signature bombs of issue 31: one user ID with 990 bad
 // self-signatures (the upload measured at 6.4-7.6 CPU-seconds),
-// many user IDs with many each, many subkeys with many bad bindings, and
-// the first with an exponent real keys use.
+// many user IDs with many each, many subkeys with many bad bindings, the
+// same with the exponent real keys use, and RSA-8192.
 var bombs = []struct {
 	name string
 	bomb keygen.Bomb
@@ -21,6 +21,8 @@ var bombs = []struct {
 	{"uids-50x19", keygen.Bomb{UserIDs: 50, SigsPerUserID: 19}},
 	{"subkeys-45x20", keygen.Bomb{Subkeys: 45, SigsPerSubkey: 20}},
 	{"uid-990-e65537", keygen.Bomb{Exponent: 65537}},
+	{"uids-50x19-e65537", keygen.Bomb{Exponent: 65537, UserIDs: 50, SigsPerUserID: 19}},
+	{"subkeys-45x20-e65537", keygen.Bomb{Exponent: 65537, Subkeys: 45, SigsPerSubkey: 20}},
 	{"rsa8192-uid-1900-e65537", keygen.Bomb{Bits: 8192, Exponent: 65537, SigsPerUserID: 1900}},
 }
 

@@ -7,7 +7,9 @@
 //     many, streaming with resynchronisation after damage): Reader, ParseKey;
 //   - the key policy: verifying every self-signature over the original bytes,
 //     dropping what is not validly self-signed, capping certification floods
-//     and sizes, counting every drop by reason: Policy, Report, DropReason;
+//     and sizes, bounding the verification work a key or a request may cost
+//     (VerifyBudget), counting every drop by reason: Policy, Report,
+//     DropReason;
 //   - merging an upload into a stored key: Policy.Merge;
 //   - the canonical form (original packet bodies, new-format headers,
 //     canonical order) and armor: Key.Bytes, WriteArmored;

@@ -110,6 +110,9 @@ type component struct {
 	kind componentKind
 	pkt  Packet
 	sigs []Packet
+	// stored is how many of sigs, from the first, come from a stored key
+	// (Merge): they are checked before the upload's.
+	stored int
 }
 
 // structured is a key's packets placed by position: the direct signatures
@@ -119,6 +122,9 @@ type structured struct {
 	direct  []Packet
 	comps   []*component
 	stray   Report // packets that belong nowhere, by reason
+	// storedDirect is how many of direct, from the first, come from a
+	// stored key (Merge).
+	storedDirect int
 }
 
 // structure places a key's packets. It fails only when the first packet is

@@ -10,7 +10,10 @@ import (
 // Merge returns the union of stored's and upload's packets (each component
 // keeps the signatures both sides gave it; exact duplicates collapse) with
 // the policy applied again, so new user IDs, subkeys, revocations and
-// refreshed self-signatures all merge in. The keys must have the same
+// refreshed self-signatures all merge in. Stored's self-signatures are
+// checked before upload's, so that forged ones in an upload cannot spend
+// the verification budget (MaxBadSelfSignatures, MaxVerifyWork) that
+// stored's need. The keys must have the same
 // primary key (else ErrFingerprintMismatch). Merge is commutative and
 // idempotent: Merge(a, b) and Merge(b, a) hold the same packets, and
 // Merge(m, a) == m for m = Merge(a, b).
@@ -26,7 +29,12 @@ func (p Policy) Merge(stored, upload *Key) (*Key, Report, error) {
 	if !bytes.Equal(a.primary.Body, b.primary.Body) {
 		return nil, Report{}, fmt.Errorf("pgp: merge: %X and %X: %w", stored.Fingerprint(), upload.Fingerprint(), ErrFingerprintMismatch)
 	}
-	u := &structured{primary: a.primary, stray: a.stray}
+	// The stored key's signatures are checked first, so that what an
+	// upload adds cannot spend the verification budget they need.
+	u := &structured{primary: a.primary, stray: a.stray, storedDirect: len(a.direct)}
+	for _, c := range a.comps {
+		c.stored = len(c.sigs)
+	}
 	u.stray.Add(b.stray)
 	u.direct = append(append(make([]Packet, 0, len(a.direct)+len(b.direct)), a.direct...), b.direct...)
 	u.comps = append(append(make([]*component, 0, len(a.comps)+len(b.comps)), a.comps...), b.comps...)

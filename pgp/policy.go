@@ -7,6 +7,7 @@ package pgp
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -74,12 +75,29 @@ type Policy struct {
 	// capabilities, expiry or preferences, which only the user IDs' self-
 	// signatures state.
 	AllowNoSelfSignature bool
+	// MaxVerifyWork caps the signature-verification work spent on one
+	// key, in the units of budget.go (self-signatures, back-signatures,
+	// and the certifications Issuers lets it rank); what is left
+	// unchecked when it is spent is dropped (DropVerificationBudget).
+	// Default DefaultMaxVerifyWork, some 90 ms of one core.
+	MaxVerifyWork int
+	// MaxBadSelfSignatures caps the self-signatures that may fail on one
+	// component (the newest are checked first); the rest of the
+	// component's self-signatures are then dropped unchecked
+	// (DropVerificationBudget). Default DefaultMaxBadSelfSignatures.
+	MaxBadSelfSignatures int
+	// Budget, when not nil, is verification work that every key this
+	// policy checks pays from as well, shared with whoever else holds it:
+	// one upload request's keys (see VerifyBudget).
+	Budget *VerifyBudget
 	// Issuers finds the keys that may have made a third-party
 	// certification. When a cap forces certifications out (MaxCertifications
 	// or MaxKeySize), those that verify against a key it returns are kept
 	// before any that do not, so a flood of unverifiable certifications
 	// cannot displace a genuine one. Nil: certifications are ranked by date
-	// alone.
+	// alone. Those checks are paid from the key's verification budget
+	// (MaxVerifyWork); a certification it cannot pay for ranks as
+	// unverified.
 	Issuers IssuerKeys
 	// Now is the clock signatures' creation times are checked against
 	// (signatures dated more than MaxClockSkew after it are dropped). Nil:
@@ -115,6 +133,8 @@ const (
 	DefaultMaxCertifications    = 100
 )
 
+// (DefaultMaxVerifyWork and DefaultMaxBadSelfSignatures are in budget.go.)
+
 // DefaultPolicy returns the policy with every limit at its default.
 func DefaultPolicy() Policy {
 	return Policy{
@@ -126,6 +146,8 @@ func DefaultPolicy() Policy {
 		MaxUserAttributes:    DefaultMaxUserAttributes,
 		MaxSubkeys:           DefaultMaxSubkeys,
 		MaxCertifications:    DefaultMaxCertifications,
+		MaxVerifyWork:        DefaultMaxVerifyWork,
+		MaxBadSelfSignatures: DefaultMaxBadSelfSignatures,
 	}
 }
 
@@ -145,6 +167,8 @@ func (p Policy) withDefaults() Policy {
 	def(&p.MaxUserAttributes, d.MaxUserAttributes)
 	def(&p.MaxSubkeys, d.MaxSubkeys)
 	def(&p.MaxCertifications, d.MaxCertifications)
+	def(&p.MaxVerifyWork, d.MaxVerifyWork)
+	def(&p.MaxBadSelfSignatures, d.MaxBadSelfSignatures)
 	return p
 }
 
@@ -279,7 +303,8 @@ func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 		return nil, rep, fmt.Errorf("pgp: policy: key %s: primary key: %w", fprHex, err)
 	}
 
-	direct := p.filterSigs(prim, kindDirect, nil, nil, st.direct, &rep)
+	bud := p.newKeyBudget()
+	direct := p.filterSigs(prim, kindDirect, nil, nil, st.direct, st.storedDirect, bud, &rep)
 
 	// Components with identical packets are one component.
 	type ckey struct {
@@ -295,14 +320,14 @@ func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 			have.sigs = append(have.sigs, c.sigs...)
 			continue
 		}
-		cc := &component{kind: c.kind, pkt: c.pkt, sigs: slices.Clip(c.sigs)}
+		cc := &component{kind: c.kind, pkt: c.pkt, sigs: slices.Clip(c.sigs), stored: c.stored}
 		byBody[ck] = cc
 		comps = append(comps, cc)
 	}
 
 	var uids, uats, subs []*keptComp
 	for _, c := range comps {
-		kc, reason, ok := p.checkComponent(prim, c, &rep)
+		kc, reason, ok := p.checkComponent(prim, c, bud, &rep)
 		if !ok {
 			rep.add(reason, 1)
 			rep.add(DropOrphanSignature, len(kc.sigs))
@@ -320,13 +345,16 @@ func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 
 	// The key must carry at least one valid self-signature.
 	if len(uids) == 0 && len(uats) == 0 && !p.AllowNoSelfSignature && !slices.ContainsFunc(direct, func(s keptSig) bool { return s.self != nil }) {
+		if n := rep.Count(DropVerificationBudget); n > 0 {
+			return nil, rep, fmt.Errorf("pgp: policy: key %s: %w (%d signatures left unchecked: %w)", fprHex, ErrNoSelfSignature, n, ErrVerifyBudget)
+		}
 		return nil, rep, fmt.Errorf("pgp: policy: key %s: %w", fprHex, ErrNoSelfSignature)
 	}
 
-	direct = p.capCertifications(prim, kindDirect, nil, direct, &rep)
+	direct = p.capCertifications(prim, kindDirect, nil, direct, bud, &rep)
 	for _, list := range [][]*keptComp{uids, uats} {
 		for _, c := range list {
-			c.sigs = p.capCertifications(prim, c.kind, c.pkt.Body, c.sigs, &rep)
+			c.sigs = p.capCertifications(prim, c.kind, c.pkt.Body, c.sigs, bud, &rep)
 		}
 	}
 	uids = capComponents(uids, p.MaxUserIDs, DropTooManyUserIDs, &rep)
@@ -343,10 +371,10 @@ func (p Policy) applyChecked(st *structured) (*Key, Report, error) {
 	}
 
 	if size := canonicalSize(st.primary, direct, uids, uats, subs); size > p.MaxKeySize {
-		p.markVerified(prim, kindDirect, nil, direct)
+		p.markVerified(prim, kindDirect, nil, direct, bud)
 		for _, list := range [][]*keptComp{uids, uats} {
 			for _, c := range list {
-				p.markVerified(prim, c.kind, c.pkt.Body, c.sigs)
+				p.markVerified(prim, c.kind, c.pkt.Body, c.sigs, bud)
 			}
 		}
 		size = shedForSize(size, p.MaxKeySize, &direct, [][]*keptComp{uids, uats}, &rep)
@@ -385,7 +413,7 @@ func structuralDrop(primaryVersion int, p Packet) (DropReason, bool) {
 // checkComponent checks one user ID, user attribute or subkey and its
 // signatures. When the component is dropped it returns the reason (its
 // surviving signatures, in kc.sigs, are then orphans).
-func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc *keptComp, reason DropReason, ok bool) {
+func (p Policy) checkComponent(prim *keyMaterial, c *component, bud *keyBudget, rep *Report) (kc *keptComp, reason DropReason, ok bool) {
 	kc = &keptComp{kind: c.kind, pkt: c.pkt}
 	limit, unbound := p.MaxPacketSize, DropUnboundUserID
 	switch c.kind {
@@ -412,7 +440,7 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 		}
 		kc.km = km
 	}
-	kc.sigs = p.filterSigs(prim, c.kind, c.pkt.Body, kc.km, c.sigs, rep)
+	kc.sigs = p.filterSigs(prim, c.kind, c.pkt.Body, kc.km, c.sigs, c.stored, bud, rep)
 	if c.kind != kindSubkey {
 		kc.sigs = keepAttested(kc.sigs, rep)
 	}
@@ -436,15 +464,27 @@ func (p Policy) checkComponent(prim *keyMaterial, c *component, rep *Report) (kc
 }
 
 // filterSigs checks the signatures on one component (kind kindDirect: on the
-// primary key) and returns those kept.
-func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, sub *keyMaterial, sigs []Packet, rep *Report) []keptSig {
-	kept := make([]keptSig, 0, len(sigs))
+// primary key) and returns those kept, in their order in sigs. The
+// self-signatures are checked paid from bud, the first stored of sigs
+// (those of a stored key, in Merge) first, each part newest first; after
+// p.MaxBadSelfSignatures of them failed, or when bud is spent, the rest
+// are dropped unchecked.
+func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, sub *keyMaterial, sigs []Packet, stored int, bud *keyBudget, rep *Report) []keptSig {
+	slots := make([]keptSig, len(sigs)) // kept ones have info set
 	latestAllowed := p.now().Add(MaxClockSkew).Unix()
 	var seen map[string]struct{}
 	if len(sigs) > 1 {
 		seen = make(map[string]struct{}, len(sigs))
 	}
-	for _, s := range sigs {
+	// candidates are the signatures that are self-signatures if any are:
+	// they claim the primary key as issuer, or name no issuer at all.
+	type candidate struct {
+		i      int
+		info   *sigInfo
+		claims bool
+	}
+	var candidates []candidate
+	for i, s := range sigs {
 		if seen != nil {
 			if _, dup := seen[string(s.Body)]; dup {
 				rep.add(DropDuplicate, 1)
@@ -475,17 +515,7 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 		}
 		claims := info.claimsIssuer(prim)
 		if claims || !info.hasIssuerInfo() {
-			ss, err := verifySelfSig(p.batch, prim, info, kind, comp, sub, !p.AllowMissingBackSignatures)
-			switch {
-			case err == nil:
-				kept = append(kept, keptSig{pkt: s, info: info, self: ss})
-			case !claims:
-				rep.add(DropNoIssuer, 1)
-			case errors.Is(err, ErrUnsupportedSignature):
-				rep.add(DropUnsupportedSignature, 1)
-			default:
-				rep.add(DropBadSelfSignature, 1)
-			}
+			candidates = append(candidates, candidate{i, info, claims})
 			continue
 		}
 		if kind == kindSubkey || info.sigType == sigTypeAttestation {
@@ -494,7 +524,50 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 			rep.add(DropMisplacedSignature, 1)
 			continue
 		}
-		kept = append(kept, keptSig{pkt: s, info: info})
+		slots[i] = keptSig{pkt: s, info: info}
+	}
+	// Stored first, then newest first: when the budget runs out, what is
+	// left unchecked is what a current key needs least.
+	slices.SortStableFunc(candidates, func(a, b candidate) int {
+		if as, bs := a.i < stored, b.i < stored; as != bs {
+			if as {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.info.created, a.info.created)
+	})
+	bad := 0
+	for _, c := range candidates {
+		if bad >= p.MaxBadSelfSignatures {
+			rep.add(DropVerificationBudget, 1)
+			continue
+		}
+		ss, err := verifySelfSig(p.batch, bud, prim, c.info, kind, comp, sub, !p.AllowMissingBackSignatures)
+		switch {
+		case err == nil:
+			slots[c.i] = keptSig{pkt: sigs[c.i], info: c.info, self: ss}
+			continue
+		case errors.Is(err, errNoBudget):
+			rep.add(DropVerificationBudget, 1)
+			continue
+		case !errors.Is(err, ErrUnsupportedSignature):
+			bad++
+		}
+		switch {
+		case !c.claims:
+			rep.add(DropNoIssuer, 1)
+		case errors.Is(err, ErrUnsupportedSignature):
+			rep.add(DropUnsupportedSignature, 1)
+		default:
+			rep.add(DropBadSelfSignature, 1)
+		}
+	}
+	kept := make([]keptSig, 0, len(sigs))
+	for _, s := range slots {
+		if s.info != nil {
+			kept = append(kept, s)
+		}
 	}
 	return kept
 }
@@ -502,7 +575,7 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 // capCertifications keeps at most MaxCertifications third-party signatures
 // on one component (kind and body comp; kindDirect: on the primary key):
 // those that verify against a known issuer first, then the newest.
-func (p Policy) capCertifications(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig, rep *Report) []keptSig {
+func (p Policy) capCertifications(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig, bud *keyBudget, rep *Report) []keptSig {
 	third := 0
 	for _, s := range sigs {
 		if s.self == nil {
@@ -512,7 +585,7 @@ func (p Policy) capCertifications(prim *keyMaterial, kind componentKind, comp []
 	if third <= p.MaxCertifications {
 		return sigs
 	}
-	p.markVerified(prim, kind, comp, sigs)
+	p.markVerified(prim, kind, comp, sigs, bud)
 	var self, others []keptSig
 	for _, s := range sigs {
 		if s.self == nil {
@@ -527,8 +600,9 @@ func (p Policy) capCertifications(prim *keyMaterial, kind componentKind, comp []
 }
 
 // markVerified sets verified on the third-party signatures of one component
-// that verify against a key Policy.Issuers knows.
-func (p Policy) markVerified(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig) {
+// that verify against a key Policy.Issuers knows, the checks paid from
+// bud; those it cannot pay for rank as unverified.
+func (p Policy) markVerified(prim *keyMaterial, kind componentKind, comp []byte, sigs []keptSig, bud *keyBudget) {
 	if p.Issuers == nil {
 		return
 	}
@@ -542,7 +616,7 @@ func (p Policy) markVerified(prim *keyMaterial, kind componentKind, comp []byte,
 			continue
 		}
 		for _, body := range p.Issuers(id) {
-			if verifyCertification(prim, s.info, kind, comp, body) {
+			if verifyCertification(bud, prim, s.info, kind, comp, body) {
 				s.verified = true
 				break
 			}

@@ -129,7 +129,7 @@ func (km *keyMaterial) parseV3() error {
 		return nil
 	}
 	E := new(big.Int).SetBytes(e)
-	if len(n) == 0 || len(n)*8 > maxRSABits || !E.IsInt64() || E.Int64() < 3 || E.Int64() > 1<<31-1 {
+	if len(n) == 0 || len(n)*8 > maxRSABits || !E.IsInt64() || E.Int64() < 3 || E.Int64() > maxRSAExponent {
 		km.pubErr = errors.New("unusable v3 RSA key")
 		return nil
 	}
@@ -140,12 +140,11 @@ func (km *keyMaterial) parseV3() error {
 	return nil
 }
 
-// Limits on key parameters for verification: beyond them a single
+// Limits on DSA key parameters for verification: beyond them a single
 // signature check costs seconds (a modular exponentiation with a huge
 // modulus), which an attacker could use to stall the server. No real key
-// comes near them.
+// comes near them. The RSA limits are in budget.go.
 const (
-	maxRSABits  = 16384
 	maxDSAPBits = 4096
 	maxDSAQBits = 512
 )
@@ -156,6 +155,9 @@ func checkVerifiable(pub *packet.PublicKey) error {
 	case *rsa.PublicKey:
 		if k.N.BitLen() > maxRSABits {
 			return fmt.Errorf("RSA modulus of %d bits exceeds %d", k.N.BitLen(), maxRSABits)
+		}
+		if k.E > maxRSAExponent {
+			return fmt.Errorf("RSA public exponent %d exceeds %d", k.E, maxRSAExponent)
 		}
 	case *dsa.PublicKey:
 		if k.P.BitLen() > maxDSAPBits || k.Q.BitLen() > maxDSAQBits {

@@ -80,6 +80,11 @@ const (
 	// DropUnattestedCertification: a third-party certification of a user
 	// ID whose holder attested others but not this one.
 	DropUnattestedCertification
+	// DropVerificationBudget: a self-signature left unchecked because the
+	// key's verification budget was spent (Policy.MaxVerifyWork,
+	// Policy.Budget) or its component had too many bad self-signatures
+	// already (Policy.MaxBadSelfSignatures).
+	DropVerificationBudget
 
 	numDropReasons
 )
@@ -108,6 +113,7 @@ var dropReasonNames = [numDropReasons]string{
 	DropUnknownAlgorithm:        "unknown-algorithm",
 	DropFutureSignature:         "future-signature",
 	DropUnattestedCertification: "unattested-certification",
+	DropVerificationBudget:      "verification-budget",
 }
 
 // String returns the reason's stable kebab-case name (for logs and metrics).
@@ -185,7 +191,7 @@ func (r Report) String() string {
 // pages, recon, `kith load`) reports refusals with it.
 func RejectionReason(err error) string {
 	for _, known := range []error{
-		ErrNoSelfSignature, ErrKeyTooLarge, ErrUnsupportedKey, ErrMalformedKey,
+		ErrVerifyBudget, ErrNoSelfSignature, ErrKeyTooLarge, ErrUnsupportedKey, ErrMalformedKey,
 		ErrNotPublicKey, ErrBadHeader, ErrPartialLength, ErrIndeterminateLength,
 		ErrTruncated, ErrPacketTooLarge, ErrBadArmor, ErrFingerprintMismatch,
 	} {

@@ -39,7 +39,7 @@ func verifyRSA(pub *rsa.PublicKey, h crypto.Hash, digest, sig []byte) error {
 
 // verifyRSAPrefixed checks a PKCS #1 v1.5 signature over prefix||digest.
 func verifyRSAPrefixed(pub *rsa.PublicKey, prefix, digest, sig []byte) error {
-	if pub == nil || pub.N == nil || pub.N.Sign() <= 0 || pub.E < 3 || pub.N.BitLen() > maxRSABits {
+	if pub == nil || pub.N == nil || pub.N.Sign() <= 0 || pub.E < 3 || pub.E > maxRSAExponent || pub.N.BitLen() > maxRSABits {
 		return errRSAVerify
 	}
 	k := (pub.N.BitLen() + 7) / 8

@@ -79,7 +79,9 @@ func sigAllowedFor(t uint8, kind componentKind) bool {
 // ID, user attribute or subkey body; nil for direct signatures).
 //
 // With a batch, Ed25519 checks go into it and hold only if it verifies.
-func verifySelfSig(batch *ed25519Batch, primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial, requireBackSig bool) (ss *selfSig, err error) {
+// Each check is paid from bud first; one it cannot pay for is not made,
+// and the error is errNoBudget.
+func verifySelfSig(batch *ed25519Batch, bud *keyBudget, primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial, requireBackSig bool) (ss *selfSig, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ss, err = nil, fmt.Errorf("%w: verifier panicked: %v", ErrBadSignature, r)
@@ -93,7 +95,7 @@ func verifySelfSig(batch *ed25519Batch, primary *keyMaterial, s *sigInfo, kind c
 		return nil, fmt.Errorf("%w: v%d signature by a v%d key", ErrUnsupportedSignature, s.version, primary.version)
 	}
 	if s.version <= 3 {
-		return verifyV3(primary, s, kind, comp, sub)
+		return verifyV3(bud, primary, s, kind, comp, sub)
 	}
 	gs, err := parseV4Signature(s)
 	if err != nil {
@@ -104,6 +106,9 @@ func verifySelfSig(batch *ed25519Batch, primary *keyMaterial, s *sigInfo, kind c
 		return nil, fmt.Errorf("%w: %v", ErrUnsupportedSignature, err)
 	}
 	writeSignedData(h, s.version, primary, kind, comp, sub)
+	if !bud.spend(verifyWork(primary.pub)) {
+		return nil, errNoBudget
+	}
 	if err := verifyValue(batch, primary.pub, h, gs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
@@ -127,6 +132,9 @@ func verifySelfSig(batch *ed25519Batch, primary *keyMaterial, s *sigInfo, kind c
 		ss.flags = flagsOf(gs)
 	}
 	if kind == kindSubkey && s.sigType == sigTypeSubkeyBind {
+		if gs.EmbeddedSignature != nil && sub != nil && sub.pub != nil && !bud.spend(verifyWork(sub.pub)) {
+			return nil, errNoBudget
+		}
 		err := verifyBackSig(batch, primary, sub, gs)
 		if err != nil && requireBackSig && gs.FlagsValid && gs.FlagSign {
 			return nil, err
@@ -316,7 +324,7 @@ func v3Hash(id uint8) (crypto.Hash, bool) {
 // then the signature type and creation time, no trailer. RSA signatures are
 // checked here; DSA ones go through go-crypto with a synthetic v4 packet that
 // carries the same numbers.
-func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial) (*selfSig, error) {
+func verifyV3(bud *keyBudget, primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte, sub *keyMaterial) (*selfSig, error) {
 	ch, ok := v3Hash(s.hashAlgo)
 	if !ok || !ch.Available() {
 		return nil, fmt.Errorf("%w: v3 hash %d", ErrUnsupportedSignature, s.hashAlgo)
@@ -344,6 +352,9 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 		if !ok {
 			return nil, fmt.Errorf("%w: truncated RSA value", ErrBadSignature)
 		}
+		if !bud.spend(verifyWork(primary.pub)) {
+			return nil, errNoBudget
+		}
 		pub, _ := primary.pub.PublicKey.(*rsa.PublicKey)
 		if err := verifyRSA(pub, ch, digest, mpi); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
@@ -360,6 +371,9 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 			return nil, fmt.Errorf("%w: %v", ErrUnsupportedSignature, err)
 		}
 		gs.HashSuffix = suffix
+		if !bud.spend(verifyWork(primary.pub)) {
+			return nil, errNoBudget
+		}
 		if err := primary.pub.VerifySignature(h, gs); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 		}
@@ -371,8 +385,9 @@ func verifyV3(primary *keyMaterial, s *sigInfo, kind componentKind, comp []byte,
 // verifyCertification reports whether s, a third-party signature over the
 // component comp of the key primary, was made by the public key whose
 // packet body is issuerBody. Only v4 and v6 signatures are checked (a v3
-// certification ranks as unverified).
-func verifyCertification(primary *keyMaterial, s *sigInfo, kind componentKind, comp, issuerBody []byte) (ok bool) {
+// certification ranks as unverified). The check is paid from bud; one it
+// cannot pay for is not made (false).
+func verifyCertification(bud *keyBudget, primary *keyMaterial, s *sigInfo, kind componentKind, comp, issuerBody []byte) (ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
@@ -397,5 +412,8 @@ func verifyCertification(primary *keyMaterial, s *sigInfo, kind componentKind, c
 		return false
 	}
 	writeSignedData(h, s.version, primary, kind, comp, nil)
+	if !bud.spend(verifyWork(issuer.pub)) {
+		return false
+	}
 	return verifyValue(nil, issuer.pub, h, gs) == nil
 }

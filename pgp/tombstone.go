@@ -56,7 +56,7 @@ func (p Policy) Tombstone(keys ...*Key) (*Key, error) {
 	}
 	var rep Report
 	var revs []keptSig
-	for _, s := range p.filterSigs(prim, kindDirect, nil, nil, direct, &rep) {
+	for _, s := range p.filterSigs(prim, kindDirect, nil, nil, direct, 0, p.newKeyBudget(), &rep) {
 		if s.self != nil && s.info.sigType == sigTypeKeyRevoke {
 			revs = append(revs, s)
 		}
