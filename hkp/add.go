@@ -14,6 +14,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -56,15 +57,24 @@ const (
 	resultError    = "error"
 )
 
-// serveAdd answers POST /pks/add.
+// serveAdd answers POST /pks/add: 503 with Retry-After, before the body
+// is read, when the upload path admits no more requests at once.
 func (h *Handler) serveAdd(w http.ResponseWriter, r *http.Request) {
+	adm, ok := h.uploads.Admit()
+	if !ok {
+		h.metrics.added("busy")
+		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
+		httpError(w, http.StatusServiceUnavailable, "too many uploads in progress: try again in a few seconds")
+		return
+	}
+	defer adm.Done()
 	data, asJSON, status, msg := h.readUpload(w, r)
 	if status != 0 {
 		h.metrics.added("bad_request")
 		httpError(w, status, msg)
 		return
 	}
-	resp := h.addKeys(r, data)
+	resp := h.addKeys(r, adm, data)
 	code := http.StatusOK
 	switch {
 	case resp.Inserted+resp.Updated+resp.Unchanged+resp.Reduced > 0:
@@ -168,8 +178,9 @@ func hasMR(options string) bool {
 	return false
 }
 
-// addKeys reads, checks and stores every key in data.
-func (h *Handler) addKeys(r *http.Request, data []byte) AddResponse {
+// addKeys reads, checks and stores every key in data, as one admitted
+// request.
+func (h *Handler) addKeys(r *http.Request, adm *keys.Admission, data []byte) AddResponse {
 	ctx := r.Context()
 	var resp AddResponse
 	rd := pgp.NewReader(bytes.NewReader(data))
@@ -188,7 +199,7 @@ func (h *Handler) addKeys(r *http.Request, data []byte) AddResponse {
 			resp.add(AddResult{Result: resultRejected, Reason: "unreadable input: " + strings.TrimPrefix(err.Error(), "pgp: ")})
 			break
 		}
-		resp.add(h.addKey(r, k))
+		resp.add(h.addKey(r, adm, k))
 		if ctx.Err() != nil {
 			break
 		}
@@ -203,12 +214,12 @@ func (h *Handler) addKeys(r *http.Request, data []byte) AddResponse {
 }
 
 // addKey sends k through the upload path and says what became of it.
-func (h *Handler) addKey(r *http.Request, k *pgp.Key) AddResult {
+func (h *Handler) addKey(r *http.Request, adm *keys.Admission, k *pgp.Key) AddResult {
 	res := AddResult{}
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	up, err := h.uploads.Upload(r.Context(), k, keys.UploadOptions{})
+	up, err := h.uploads.Upload(r.Context(), k, keys.UploadOptions{Admission: adm})
 	if up.Key != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(up.Key.Fingerprint()))
 	}

@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		addKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kith_hkp_add_keys_total",
-			Help: "Keys uploaded through /pks/add by outcome (inserted, updated, unchanged, rejected, error).",
+			Help: "Keys uploaded through /pks/add by outcome (inserted, updated, unchanged, rejected, error), and refused requests (bad_request; busy: too many uploads at once).",
 		}, []string{"outcome"}),
 		hashQuery: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kith_hkp_hashquery_keys_total",

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -366,8 +367,17 @@ func (h *Handler) serveUploadForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveUpload reads the pasted keys, runs each through the policy and the
-// store, and says per key what happened.
+// store, and says per key what happened. When the upload path admits no
+// more requests at once, it answers 503 with Retry-After before reading
+// the body.
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	adm, ok := h.deps.Uploads.Admit()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
+		h.fail(w, r, http.StatusServiceUnavailable, "Too many uploads", "The server is checking too many uploads at once. Try again in a few seconds.")
+		return
+	}
+	defer adm.Done()
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadSize)
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "Upload too large", fmt.Sprintf("An upload may be at most %d bytes.", h.opts.MaxUploadSize))
@@ -388,7 +398,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, uploadPage(p, []uploadResult{{Result: "rejected", Reason: "nothing was pasted"}}))
 		return
 	}
-	results := h.addKeys(r.Context(), data, s != nil && s.Handle != "")
+	results := h.addKeys(r.Context(), adm, data, s != nil && s.Handle != "")
 	status := http.StatusOK
 	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
 		status = http.StatusUnprocessableEntity
@@ -400,8 +410,8 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 
 // addKeys stores every key in data that passes the policy.
 // loggedIn says a logged-in session uploads them (the upload policy may
-// accept more then).
-func (h *Handler) addKeys(ctx context.Context, data []byte, loggedIn bool) []uploadResult {
+// accept more then); they share the request's admission adm.
+func (h *Handler) addKeys(ctx context.Context, adm *keys.Admission, data []byte, loggedIn bool) []uploadResult {
 	var out []uploadResult
 	rd := pgp.NewReader(bytes.NewReader(data))
 	for ctx.Err() == nil {
@@ -418,7 +428,7 @@ func (h *Handler) addKeys(ctx context.Context, data []byte, loggedIn bool) []upl
 			out = append(out, uploadResult{Result: "rejected", Reason: "the rest of the text is not OpenPGP data"})
 			break
 		}
-		out = append(out, h.addKey(ctx, k, loggedIn))
+		out = append(out, h.addKey(ctx, adm, k, loggedIn))
 	}
 	if len(out) == 0 {
 		out = append(out, uploadResult{Result: "rejected", Reason: "no OpenPGP public key was found in the text"})
@@ -426,12 +436,12 @@ func (h *Handler) addKeys(ctx context.Context, data []byte, loggedIn bool) []upl
 	return out
 }
 
-func (h *Handler) addKey(ctx context.Context, k *pgp.Key, loggedIn bool) uploadResult {
+func (h *Handler) addKey(ctx context.Context, adm *keys.Admission, k *pgp.Key, loggedIn bool) uploadResult {
 	res := uploadResult{}
 	if fp := k.Fingerprint(); fp != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(fp))
 	}
-	up, err := h.deps.Uploads.Upload(ctx, k, keys.UploadOptions{LoggedIn: loggedIn})
+	up, err := h.deps.Uploads.Upload(ctx, k, keys.UploadOptions{LoggedIn: loggedIn, Admission: adm})
 	if up.Key != nil {
 		res.Fingerprint = strings.ToUpper(hex.EncodeToString(up.Key.Fingerprint()))
 		if up.Report.Total() > 0 {

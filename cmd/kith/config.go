@@ -200,6 +200,10 @@ type HKPConfig struct {
 	// answer may carry: a broader get is refused with 400 before any key
 	// is read; a hashquery answers the keys that fit.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
+	// MaxConcurrentUploads caps the upload requests (POST /pks/add, VKS
+	// and web uploads) in progress at once; beyond it they are answered
+	// 503 with Retry-After before their body is read.
+	MaxConcurrentUploads int `toml:"max_concurrent_uploads"`
 }
 
 // WebConfig is the [web] section.
@@ -272,7 +276,8 @@ func defaultConfig() Config {
 		Web:  WebConfig{SessionLifetime: settings.Duration(30 * 24 * time.Hour)},
 		SMTP: SMTPConfig{StartTLS: true, MailsPerAddressPerHour: identity.DefaultMailsPerAddress},
 		TLS:  TLSConfig{ACMEDirectory: autocert.DefaultACMEDirectory},
-		HKP:  HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize},
+		HKP: HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize,
+			MaxConcurrentUploads: keys.DefaultMaxConcurrentUploads()},
 		SSHCA: SSHCAConfig{
 			Validity:            settings.Duration(identity.DefaultCertificateValidity),
 			MaxValidity:         settings.Duration(identity.DefaultMaxCertificateValidity),
@@ -339,6 +344,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"tls.acme_directory", "ACME directory `URL` of the CA for tls.acme_names (default Let's Encrypt's)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.ACMEDirectory) }},
 		{"tls.http_listen", "plain HTTP `address` beside listen (e.g. :80) for ACME http-01 challenges and browsers; empty means none", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.HTTPListen) }},
 		{"hkp.uploads", "upload `policy`: open, identities (only keys proven for an identity, or a logged-in session's) or off; recon fetches follow it", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.Uploads) }},
+		{"hkp.max_concurrent_uploads", "upload requests (POST /pks/add, VKS, web) in progress at once (a `number`); beyond it 503 with Retry-After", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxConcurrentUploads) }},
 	}
 	out := make([]settings.Setting[Config], len(rows))
 	for i, r := range rows {
@@ -485,6 +491,9 @@ func (c Config) validate() error {
 	}
 	if _, err := keys.ParseUploadPolicy(c.HKP.Uploads); err != nil {
 		return fmt.Errorf("setting hkp.uploads: %w", err)
+	}
+	if c.HKP.MaxConcurrentUploads < 1 {
+		return errors.New("setting hkp.max_concurrent_uploads: must be at least 1")
 	}
 	if err := c.SSHCA.validate(); err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/keys"
 )
 
 func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
@@ -73,6 +75,7 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		{"profiler on a public address", nil, []string{"KITH_DEBUG_LISTEN=192.0.2.1:6060"}, "", "setting debug_listen"},
 		{"contact of two lines", nil, []string{"KITH_CONTACT=ops@example.org\nX-Header: 1"}, "", "setting contact"},
 		{"overlong node name", []string{"--nodename", strings.Repeat("n", 300)}, nil, "", "setting nodename"},
+		{"no uploads at once", []string{"--hkp-max-concurrent-uploads", "0"}, nil, "", "setting hkp.max_concurrent_uploads"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -165,5 +168,34 @@ func TestConfigStatsNames(t *testing.T) {
 	host, _ := os.Hostname()
 	if cfg.nodename() != host || cfg.statsHostname() != host {
 		t.Errorf("defaults: nodename %q, hostname %q, want the machine's %q", cfg.nodename(), cfg.statsHostname(), host)
+	}
+}
+
+func TestMaxConcurrentUploadsSetting(t *testing.T) {
+	for _, c := range []struct {
+		args, env []string
+		file      string
+		want      int
+	}{
+		{nil, nil, "", keys.DefaultMaxConcurrentUploads()},
+		{[]string{"--hkp-max-concurrent-uploads", "7"}, nil, "", 7},
+		{nil, []string{"KITH_HKP_MAX_CONCURRENT_UPLOADS=3"}, "", 3},
+		{nil, nil, "[hkp]\nmax_concurrent_uploads = 9\n", 9},
+	} {
+		args := c.args
+		if c.file != "" {
+			file := filepath.Join(t.TempDir(), "kith.toml")
+			os.WriteFile(file, []byte(c.file), 0o600)
+			args = append([]string{"--config", file}, args...)
+		}
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, _, err := loadConfig(fs, args, c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HKP.MaxConcurrentUploads != c.want {
+			t.Errorf("%v %v %q: %d, want %d", c.args, c.env, c.file, cfg.HKP.MaxConcurrentUploads, c.want)
+		}
 	}
 }

@@ -146,7 +146,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	// The one upload path of OpenPGP keys, for every frontend and recon.
 	ks := keys.NewService(st.Store, keys.Options{Policy: policy, Uploads: keys.UploadPolicy(cfg.HKP.Uploads),
-		Identities: svc, Logger: log.With("component", "keys")})
+		Identities: svc, Logger: log.With("component", "keys"), MaxConcurrentUploads: cfg.HKP.MaxConcurrentUploads})
 	blocks.keys = ks
 	var peers *recon.Manager
 	if reconLn != nil {

@@ -42,7 +42,17 @@ type Response struct {
 
 // serveUpload answers POST /vks/v1/upload, {"keytext": "..."}: one key,
 // armored (or binary in the string), through the key policy.
+//
+// When the upload path admits no more requests at once, it answers 503
+// with Retry-After before reading the body.
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	adm, ok := h.uploads.Admit()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
+		jsonError(w, http.StatusServiceUnavailable, "too many uploads in progress: try again in a few seconds")
+		return
+	}
+	defer adm.Done()
 	var req struct {
 		Keytext string `json:"keytext"`
 	}
@@ -65,7 +75,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "keytext holds more than one key: upload one at a time")
 		return
 	}
-	up, err := h.uploads.Upload(r.Context(), ks[0], keys.UploadOptions{})
+	up, err := h.uploads.Upload(r.Context(), ks[0], keys.UploadOptions{Admission: adm})
 	var rej *keys.Rejection
 	switch {
 	case errors.As(err, &rej) && rej.ByUploadPolicy:

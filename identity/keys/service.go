@@ -52,6 +52,9 @@ type Options struct {
 	// Logger receives what a write cannot return as an error (a link
 	// refresh that failed after the key was stored); nil: slog.Default().
 	Logger *slog.Logger
+	// MaxConcurrentUploads caps the HTTP upload requests (Admit) in
+	// progress at once; 0: DefaultMaxConcurrentUploads.
+	MaxConcurrentUploads int
 }
 
 // Service owns the writes of OpenPGP keys. It is safe for concurrent use.
@@ -59,6 +62,8 @@ type Service struct {
 	store Store
 	opts  Options
 	log   *slog.Logger
+	// slots holds a token per admitted upload request.
+	slots chan struct{}
 
 	mu   sync.Mutex
 	subs []Subscriber
@@ -69,7 +74,10 @@ func NewService(store Store, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Service{store: store, opts: opts, log: opts.Logger}
+	if opts.MaxConcurrentUploads <= 0 {
+		opts.MaxConcurrentUploads = DefaultMaxConcurrentUploads()
+	}
+	return &Service{store: store, opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrentUploads)}
 }
 
 // Subscribe has sub told of every key a write through s changes, from now
@@ -111,6 +119,10 @@ type UploadOptions struct {
 	// LoggedIn: a logged-in session uploads the key (the web upload page);
 	// the upload policy may accept more then.
 	LoggedIn bool
+	// Admission is the HTTP upload request the key comes in (Admit): the
+	// keys of one request share its verification budget. Nil for writers
+	// that are not requests (recon fetches, the tools).
+	Admission *Admission
 }
 
 // Result is what an accepted upload did.
@@ -133,6 +145,9 @@ type Result struct {
 func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Result, error) {
 	policy := s.opts.Policy
 	policy.Issuers = s.store.IssuerKeys(ctx)
+	if u.Admission != nil {
+		policy.Budget = u.Admission.budget
+	}
 	applied, rep, err := policy.Apply(k)
 	if err != nil {
 		return Result{}, &Rejection{Reason: pgp.RejectionReason(err), Err: err}
@@ -282,5 +297,7 @@ func (s *Service) syncLinks(ctx context.Context, fps [][]byte) {
 
 // Uploader is the upload path as a frontend takes it (*Service is one).
 type Uploader interface {
+	// Admit admits an HTTP upload request before its body is read.
+	Admit() (*Admission, bool)
 	Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Result, error)
 }
