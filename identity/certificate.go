@@ -277,9 +277,14 @@ func issuedSince(recs []Evidence, h Handle, since time.Time) int {
 }
 
 // Principals returns the principals the identity h has: its handle, then
-// the operator's extras for it.
+// the operator's extras for it. A handle that names a system account
+// (IsSystemAccount, held from before the names were kept) is no
+// principal: such an account is the operator's to grant, by the extras.
 func (s *Service) Principals(h Handle) []string {
-	out := []string{string(h)}
+	var out []string
+	if !IsSystemAccount(string(h)) {
+		out = append(out, string(h))
+	}
 	if s.certs.Principals != nil {
 		for _, p := range s.certs.Principals(h) {
 			if !slices.Contains(out, p) {
@@ -294,6 +299,10 @@ func (s *Service) Principals(h Handle) []string {
 // each of which h must have, or all of h's.
 func (s *Service) principals(h Handle, asked []string) ([]string, error) {
 	have := s.Principals(h)
+	if len(have) == 0 {
+		// A certificate without principals is valid for every account.
+		return nil, Refuse(CodePrincipalNotAllowed, "%q is a system account's name, which no certificate names unless the operator grants it (ssh_ca.principals_file); %q has no other principal", h, h)
+	}
 	if len(asked) == 0 {
 		return have, nil
 	}

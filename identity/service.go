@@ -275,6 +275,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	if err := s.checkHost(purpose, h, f); err != nil {
 		return nil, err
 	}
+	if err := checkClaimable(purpose, h); err != nil {
+		return nil, err
+	}
 	if purpose == PurposeDelete && f.Kind != KindOIDC {
 		return nil, Refuse(CodeUnsupported, "an identity is deleted with the consent of an OpenID Connect account, not %s", f)
 	}
@@ -340,7 +343,21 @@ func (s *Service) statement(text []byte, purpose Purpose) (*Challenge, error) {
 	if err := s.checkHost(c.Purpose, c.Handle, c.Factor); err != nil {
 		return nil, err
 	}
+	if err := checkClaimable(c.Purpose, c.Handle); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// checkClaimable refuses a claim of a system account's name (see
+// IsSystemAccount): an identity holding it would get certificates that
+// sshd accepts as that account. Identities that hold one from before
+// keep it, without it as a principal (Service.Principals).
+func checkClaimable(purpose Purpose, h Handle) error {
+	if purpose == PurposeClaim && IsSystemAccount(string(h)) {
+		return Refuse(CodeReservedHandle, "handle %q is a system account's name on many servers, kept from strangers so that no certificate names it; choose another", h)
+	}
+	return nil
 }
 
 // verified is a checked proof, ready to be recorded.

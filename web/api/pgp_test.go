@@ -189,7 +189,7 @@ func TestPGPProofRefusals(t *testing.T) {
 			return claim(s, g.clearsign(alice, other))
 		}, "statement_changed"},
 		{"key not stored", func() api.ClaimRequest {
-			s := k.challenge("nobody", unstored, "claim")
+			s := k.challenge("nemo", unstored, "claim")
 			return claim(s, g.clearsign(unstored, s))
 		}, "unknown_key"},
 	}
