@@ -255,10 +255,10 @@ func (h *Handler) pendingLogin(w http.ResponseWriter, r *http.Request) (*session
 }
 
 // proposal returns the handle to propose: the provider's, when it is
-// valid and free.
+// valid, claimable (no system account's name) and free.
 func (h *Handler) proposal(r *http.Request, l *loginData) string {
 	hd, err := identity.ParseHandle(l.ProposedHandle)
-	if err != nil {
+	if err != nil || identity.IsSystemAccount(string(hd)) {
 		return ""
 	}
 	if _, _, _, err := h.deps.Identities.Lookup(r.Context(), string(hd)); identity.CodeOf(err) != identity.CodeUnknownIdentity {
@@ -311,6 +311,9 @@ func (h *Handler) serveClaimHandle(w http.ResponseWriter, r *http.Request) {
 		}
 	case identity.CodeHandleTaken:
 		again(http.StatusConflict, "That handle is taken; choose another.")
+		return
+	case identity.CodeReservedHandle:
+		again(http.StatusBadRequest, "That name is reserved: it is a system account on many servers, which an SSH certificate for it could log in as; choose another.")
 		return
 	default:
 		h.refusal(w, r, "Handle not claimed", err)

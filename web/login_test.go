@@ -241,6 +241,11 @@ func TestHandleTakenIsRefused(t *testing.T) {
 	if p = b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"admin"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, "reserved") {
 		t.Fatalf("reserved handle: %d:\n%s", p.status, p.body)
 	}
+	// A system account's name (issue 31): a certificate for it would log
+	// in as that account.
+	if p = b.post("/login/choose-handle", url.Values{"csrf": {p.csrf(t)}, "handle": {"ubuntu"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, "system account") {
+		t.Fatalf("system account's name: %d:\n%s", p.status, p.body)
+	}
 }
 
 // TestCallbackStartedInAnotherBrowserIsRefused: a login is bound to the
