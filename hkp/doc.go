@@ -7,7 +7,12 @@
 //   - GET /pks/lookup: op=get, index, vindex, hget and stats, with
 //     options=mr, exact=on and fingerprint=on; parsing and normalising the
 //     search (key IDs, fingerprints, emails, words); the machine-readable
-//     index format and its percent-escaping; the HTML answers for people;
+//     index format and its percent-escaping; the HTML answers for people,
+//     in the site's frame (html.go's siteFrame: the pages' stylesheet and
+//     header, without importing web);
+//   - op=stats: its JSON in Hockeypuck's field names (which the pool's
+//     status tools read) beside Kith's, and its page; what it shows of the
+//     recon peers comes from the wiring (Options.Peers), never a raw error;
 //   - POST /pks/add: reading one or many keys (form field keytext or a raw
 //     application/pgp-keys body), running each through the key policy and
 //     the store, and saying per key what happened;
