@@ -14,7 +14,7 @@ import (
 // are any. Why a round failed is not in it (the error may name internal
 // addresses; the manager logs it). It fits hkp.Options.ExtraStats.
 func (m *Manager) Stats(ctx context.Context) map[string]any {
-	var peers []map[string]any
+	peers := []map[string]any{} // [], not null, when no peer is listed
 	for _, p := range m.Status() {
 		peer := map[string]any{
 			"address":           p.Peer.Address,

@@ -29,6 +29,15 @@ func TestStatsListsEveryPeerInOrder(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("stats:\n got %s\nwant %s", b, want)
 	}
+
+	// With no peer listed the section is an empty list, not null.
+	m, err = NewManager(ManagerConfig{}, NewTree(), newRecordingFetcher(), nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := json.Marshal(m.Stats(context.Background())); err != nil || string(b) != `{"recon_peers":[]}` {
+		t.Errorf("stats without peers: %s %v", b, err)
+	}
 }
 
 // TestStatsLastReconIsTheLastGoodRound: a round whose fetch fails is an
