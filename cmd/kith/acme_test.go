@@ -162,6 +162,14 @@ func TestServeGetsACMECertificateFromPebble(t *testing.T) {
 			t.Errorf("pebble did not validate %s over http-01:\n%s", name, p.out)
 		}
 	}
+	// Kith asked for them at start, and says so.
+	for _, name := range names {
+		if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
+			return strings.Contains(s.stderr.String(), `msg="TLS certificate ready" component=tls name=`+name)
+		}) {
+			t.Errorf("no log line says the certificate of %s is ready:\n%s", name, s.stderr)
+		}
+	}
 	// A name not listed gets no certificate, and so no TLS.
 	if _, err := c.Get("https://other.example.org:" + port + "/"); err == nil {
 		t.Error("a name not in tls.acme_names was served")

@@ -43,7 +43,7 @@ func (t TLSConfig) validate() error {
 	}
 	for _, n := range t.ACMENames {
 		if !acmeName(n) {
-			return fmt.Errorf("setting tls.acme_names: %q is not a lower-case host name (no wildcards, no addresses)", n)
+			return fmt.Errorf("setting tls.acme_names: %q is not a lower-case host name with a dot (no wildcards, no addresses)", n)
 		}
 	}
 	if u, err := url.Parse(t.ACMEDirectory); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -53,10 +53,10 @@ func (t TLSConfig) validate() error {
 }
 
 // acmeName reports whether n is a host name a CA can validate over HTTP:
-// lower-case labels of letters, digits and hyphens, not all digits (an
-// address).
+// two or more lower-case labels of letters, digits and hyphens, not all
+// digits (an address).
 func acmeName(n string) bool {
-	if n == "" || len(n) > 253 {
+	if len(n) > 253 || !strings.Contains(n, ".") {
 		return false
 	}
 	digitsOnly := true

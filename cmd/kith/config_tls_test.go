@@ -62,6 +62,7 @@ func TestTLSSettingsRefuseBadValues(t *testing.T) {
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "*.example.org"}, "setting tls.acme_names"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "Keys.example.org"}, "setting tls.acme_names"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "192.0.2.1"}, "setting tls.acme_names"},
+		{[]string{"--tls-listen", ":443", "--tls-acme-names", "localhost"}, "setting tls.acme_names"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "keys.example.org", "--tls-acme-directory", "acme.example.org"}, "setting tls.acme_directory"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "keys.example.org", "--tls-http-listen", "nowhere"}, "setting tls.http_listen"},
 	} {

@@ -205,6 +205,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		handler = tlsSrv.Challenges(handler)
 		servers.serve(tlsLn, gate, tlsSrv.TLSConfig())
 		attrs = append(attrs, "tls_listen", tlsLn.Addr().String())
+		go tlsSrv.Prefetch(ctx, cfg.TLS.ACMENames)
 	}
 	gate.Open(handler)
 	log.Info("kith serving", attrs...)

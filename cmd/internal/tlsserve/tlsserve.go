@@ -91,6 +91,32 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Prefetch asks for the ACME certificate of each name in turn (from the
+// cache, else from the CA) and logs the outcome, so that the first client
+// does not wait for an issuance and a misconfiguration (DNS not yet
+// pointing here, port 80 or 443 closed) shows in the log at start; a
+// failure is retried at the next handshake naming the name. Without ACME
+// it does nothing. It returns when every name was tried or ctx ends.
+func (s *Server) Prefetch(ctx context.Context, names []string) {
+	if s.acme == nil {
+		return
+	}
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return
+		}
+		// A hello offering ECDSA, as every current client does: the
+		// manager keeps one certificate per name and key type.
+		hello := &tls.ClientHelloInfo{ServerName: name, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
+		cert, err := s.acme.GetCertificate(hello)
+		if err != nil {
+			s.log.Warn("no TLS certificate from the ACME CA yet; asked again at the next handshake naming it", "name", name, "err", err)
+			continue
+		}
+		s.log.Info("TLS certificate ready", "name", name, "not_after", cert.Leaf.NotAfter)
+	}
+}
+
 // TLSConfig is the configuration of the HTTPS listener.
 func (s *Server) TLSConfig() *tls.Config { return s.tls }
 
