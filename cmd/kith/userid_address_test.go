@@ -84,9 +84,9 @@ func TestTwoAddressUserIDIsNeverMailedVerifiedOrServed(t *testing.T) {
 
 	// No lookup by either address finds the key; the plain one is found.
 	found := map[string]int{
-		"/vks/v1/by-email/ceo@example.org":     404,
-		"/vks/v1/by-email/mallory@example.org": 404,
-		"/vks/v1/by-email/alice@example.org":   200,
+		"/vks/v1/by-email/ceo@example.org":                                             404,
+		"/vks/v1/by-email/mallory@example.org":                                         404,
+		"/vks/v1/by-email/alice@example.org":                                           200,
 		"/.well-known/openpgpkey/example.org/hu/" + wkd.Hash("ceo") + "?l=ceo":         404,
 		"/.well-known/openpgpkey/example.org/hu/" + wkd.Hash("mallory") + "?l=mallory": 404,
 		"/.well-known/openpgpkey/example.org/hu/" + wkd.Hash("alice") + "?l=alice":     200,
