@@ -77,9 +77,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// TestReconWithRealSKSKeysChangedByPolicy: SKS holds debian-keyring as it
-// is, Kith the same keys after its policy, so the two differ in exactly
-// the keys the policy changes (certifications over the cap). Kith fetches
+// TestReconWithRealSKSKeysChangedByPolicy: SKS holds the debian-keyring
+// keys that Kith's policy changes (certifications over the cap) as they
+// are, Kith the same keys after its policy, so the two differ in each. Kith fetches
 // SKS's forms once, stores nothing new, logs each once as changed by the
 // policy (not as refused), counts them in
 // kith_recon_keys_changed_by_policy_total and never fetches them again.
@@ -94,19 +94,26 @@ func TestReconWithRealSKSKeysChangedByPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	applied := map[string][16]byte{}
-	for _, k := range policyKeys {
-		applied[k.Describe().FingerprintHex()] = k.Digest()
-	}
+	// Only the keys the policy changes: SKS gets their raw forms, Kith
+	// their forms after its policy.
 	var changed []string
+	var raw [][]byte
+	var kithForms []*pgp.Key
+	byFP := map[string]*pgp.Key{}
+	for _, k := range policyKeys {
+		byFP[k.Describe().FingerprintHex()] = k
+	}
 	r := pgp.NewReader(f)
 	for {
 		k, err := r.Next()
 		if err != nil {
 			break
 		}
-		if d, ok := applied[k.Describe().FingerprintHex()]; ok && d != k.Digest() {
-			changed = append(changed, k.Describe().FingerprintHex())
+		fp := k.Describe().FingerprintHex()
+		if pk, ok := byFP[fp]; ok && pk.Digest() != k.Digest() {
+			changed = append(changed, fp)
+			raw = append(raw, k.Bytes())
+			kithForms = append(kithForms, pk)
 		}
 	}
 	if len(changed) == 0 {
@@ -116,12 +123,12 @@ func TestReconWithRealSKSKeysChangedByPolicy(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	n := newReconNode(t, ctx, policyKeys)
+	n := newReconNode(t, ctx, kithForms)
 	meter := &hashQueryMeter{next: n.http.Config.Handler}
 	n.http.Config.Handler = meter
 	_, kithReconPort, _ := net.SplitHostPort(n.reconLn.Addr().String())
 	sks := skstest.Start(t, skstest.Options{
-		KeyFiles:       []string{testkit.DebianKeyring},
+		Keys:           raw,
 		Membership:     []string{"127.0.0.1 " + kithReconPort},
 		GossipInterval: 0.05, // SKS starts a round about every 3 s
 		DebugLevel:     4,
