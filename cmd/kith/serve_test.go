@@ -57,7 +57,7 @@ func copyExecutable(path string) error {
 	return out.Close()
 }
 
-func kithBinary(t *testing.T) string {
+func kithBinary(t testing.TB) string {
 	t.Helper()
 	b := &builtKith
 	b.once.Do(func() {
@@ -100,7 +100,7 @@ func (s *syncBuffer) String() string {
 
 // startServe runs kith serve in dir with extra args; cred, if set, runs it
 // as another user.
-func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...string) *server {
+func startServe(t testing.TB, dir string, cred *syscall.Credential, args ...string) *server {
 	t.Helper()
 	bin := kithBinary(t)
 	addr := testkit.FreeAddr(t)
@@ -125,7 +125,7 @@ func startServe(t *testing.T, dir string, cred *syscall.Credential, args ...stri
 
 // tempDir returns a fresh directory that the embedded cluster's user can
 // reach when the tests run as root (t.TempDir's parent is private).
-func tempDir(t *testing.T) string {
+func tempDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o711)
@@ -133,7 +133,7 @@ func tempDir(t *testing.T) string {
 }
 
 // waitHealthy polls /pks/health until it answers want or the deadline.
-func (s *server) waitHealth(t *testing.T, want int, within time.Duration) {
+func (s *server) waitHealth(t testing.TB, want int, within time.Duration) {
 	t.Helper()
 	last := "no answer"
 	if testkit.PollEvery(within, 20*time.Millisecond, func() bool {
