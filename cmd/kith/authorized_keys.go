@@ -73,7 +73,7 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 	bind := func(name, usage string, s setting) binding { return binding{name, usage, s} }
 	bs := []binding{
 		bind("server", "Kith server `URL`, e.g. https://keys.example.org", str(&server)),
-		bind("map", "`file` of \"user handle\" lines; without it the user name is the handle", str(&mapFile)),
+		bind("map", "`file` of \"user handle\" lines; without it the user name is the handle, and a system account (ubuntu, www-data, ...) has none", str(&mapFile)),
 		bind("fingerprint", "print only the key with this SHA256 `fingerprint` (sshd's %f)", str(&opts.Fingerprint)),
 		bind("timeout", "how long (a `duration`) to wait for the server", dur(&timeout, false)),
 		bind("log-key", "the transparency log's verifier `key` (kith log-key prints it): print only keys whose proving records are in a checkpoint consistent with the last one seen", str(&opts.LogKey)),

@@ -156,8 +156,14 @@ func (c *Client) AuthorizedKeys(ctx context.Context, handle identity.Handle, opt
 
 // MapUser returns the handle of a local user: the user name itself, or
 // the handle its line in mapFile ("user handle" lines, # comments) names.
+// A system account (identity.IsSystemAccount: ubuntu, www-data, ...) has
+// a handle only by a line: no stranger may claim its name, but someone
+// may hold it from before the names were kept.
 func MapUser(mapFile, user string) (identity.Handle, error) {
 	name := user
+	if mapFile == "" && identity.IsSystemAccount(user) {
+		return "", fmt.Errorf("user %q is a system account, which has a handle only by a line in a map file", user)
+	}
 	if mapFile != "" {
 		f, err := os.Open(mapFile)
 		if err != nil {

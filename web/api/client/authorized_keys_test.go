@@ -271,17 +271,23 @@ func chown(t *testing.T, path string, uid int) {
 	}
 }
 
-// TestMapUser: without a map the user name is the handle; with one, its
-// line names the handle, and a user without a line has none.
+// TestMapUser: without a map the user name is the handle (never a system
+// account's name); with one, its line names the handle, and a user
+// without a line has none.
 func TestMapUser(t *testing.T) {
 	t.Parallel()
 	m := filepath.Join(t.TempDir(), "users.map")
-	if err := os.WriteFile(m, []byte("# user handle\nalice alice-smith\n\nbob  bob\n"), 0o600); err != nil {
+	if err := os.WriteFile(m, []byte("# user handle\nalice alice-smith\n\nbob  bob\nubuntu nora\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ file, user, want, err string }{
 		{"", "alice", "alice", ""},
 		{"", "Root", "", "invalid handle"},
+		// A system account (issue 31) is no one's by name: whoever holds
+		// the handle from an older Kith, only the map gives it one.
+		{"", "ubuntu", "", "system account"},
+		{"", "www-data", "", "system account"},
+		{m, "ubuntu", "nora", ""},
 		{m, "alice", "alice-smith", ""},
 		{m, "bob", "bob", ""},
 		{m, "mallory", "", `has no line for user "mallory"`},
