@@ -363,7 +363,7 @@ func (h *Handler) serveUploadForm(w http.ResponseWriter, r *http.Request) {
 	}
 	p := h.pageFor(w, r, s, "Upload a key")
 	p.CSRF = h.csrfToken(w, r, s)
-	h.render(w, r, http.StatusOK, uploadPage(p, nil))
+	h.render(w, r, http.StatusOK, uploadPage(p, hkpURL(h.publicURL()), nil))
 }
 
 // serveUpload reads the pasted keys, runs each through the policy and the
@@ -379,7 +379,8 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	defer adm.Done()
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadSize)
-	if err := r.ParseForm(); err != nil {
+	pasted, file, err := readUploadForm(r, h.opts.MaxUploadSize)
+	if err != nil {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "Upload too large", fmt.Sprintf("An upload may be at most %d bytes.", h.opts.MaxUploadSize))
 		return
 	}
@@ -391,21 +392,60 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	if !h.checkCSRF(w, r, s) {
 		return
 	}
-	data := []byte(r.PostFormValue("keytext"))
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(bytes.TrimSpace(pasted)) == 0 && len(file) == 0 {
 		p := h.pageFor(w, r, s, "Upload a key")
 		p.CSRF = h.csrfToken(w, r, s)
-		h.render(w, r, http.StatusBadRequest, uploadPage(p, []uploadResult{{Result: "rejected", Reason: "nothing was pasted"}}))
+		h.render(w, r, http.StatusBadRequest, uploadPage(p, hkpURL(h.publicURL()), []uploadResult{{Result: "rejected", Reason: "nothing was pasted and no file was chosen"}}))
 		return
 	}
-	results := h.addKeys(r.Context(), adm, data, s != nil && s.Handle != "")
+	loggedIn := s != nil && s.Handle != ""
+	var results []uploadResult
+	// The pasted text and the file are read apart: one may be armored and
+	// the other binary.
+	for _, data := range [][]byte{pasted, file} {
+		if len(bytes.TrimSpace(data)) > 0 {
+			results = append(results, h.addKeys(r.Context(), adm, data, loggedIn)...)
+		}
+	}
 	status := http.StatusOK
 	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
 		status = http.StatusUnprocessableEntity
 	}
 	p := h.pageFor(w, r, s, "Upload a key")
 	p.CSRF = h.csrfToken(w, r, s)
-	h.render(w, r, status, uploadPage(p, results))
+	h.render(w, r, status, uploadPage(p, hkpURL(h.publicURL()), results))
+}
+
+// uploadFileField is the upload form's file input.
+const uploadFileField = "keyfile"
+
+// readUploadForm reads the upload form, URL-encoded or multipart (with a
+// file), from a body already capped at max bytes: the pasted text and the
+// chosen file's bytes (nil when none was chosen).
+func readUploadForm(r *http.Request, max int64) (pasted, file []byte, err error) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if err := r.ParseForm(); err != nil {
+			return nil, nil, fmt.Errorf("web: upload form: %w", err)
+		}
+		return []byte(r.PostFormValue("keytext")), nil, nil
+	}
+	if err := r.ParseMultipartForm(max); err != nil {
+		return nil, nil, fmt.Errorf("web: upload form: %w", err)
+	}
+	pasted = []byte(r.PostFormValue("keytext"))
+	f, _, err := r.FormFile(uploadFileField)
+	if errors.Is(err, http.ErrMissingFile) {
+		return pasted, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("web: upload form: %w", err)
+	}
+	defer f.Close()
+	file, err = io.ReadAll(io.LimitReader(f, max))
+	if err != nil {
+		return nil, nil, fmt.Errorf("web: upload form: file: %w", err)
+	}
+	return pasted, file, nil
 }
 
 // addKeys stores every key in data that passes the policy.
