@@ -40,6 +40,9 @@ const (
 	EmailVerify EmailAction = "verify"
 	// EmailWithdraw stops the address being served for the key.
 	EmailWithdraw EmailAction = "withdraw"
+	// EmailManage opens the key's manage page for the holder of an
+	// address the key carries; following it records nothing.
+	EmailManage EmailAction = "manage"
 )
 
 // The limits of mailed links.
@@ -183,7 +186,8 @@ type EmailRequest struct {
 	// Key is the OpenPGP key factor.
 	Key Factor
 	// Email is the address, which the key must carry in a valid
-	// self-signed user ID (to verify) or have verified (to withdraw).
+	// self-signed user ID (to verify or manage) or have verified (to
+	// withdraw).
 	Email Factor
 	// Send mails the link with the token.
 	Send EmailSender
@@ -198,7 +202,7 @@ type EmailRequest struct {
 // address cannot flood their mailbox; when sending fails it forgets the
 // token and refuses with CodeMailUnavailable, having recorded nothing.
 func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
-	if req.Action != EmailVerify && req.Action != EmailWithdraw {
+	if req.Action != EmailVerify && req.Action != EmailWithdraw && req.Action != EmailManage {
 		return Refuse(CodeBadRequest, "unknown email action %q", clip(string(req.Action)))
 	}
 	if req.Key.Kind != KindPGP || req.Key.Validate() != nil {
@@ -208,7 +212,7 @@ func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 		return Refuse(CodeBadFactor, "not an email address: %q", clip(req.Email.Value))
 	}
 	switch req.Action {
-	case EmailVerify:
+	case EmailVerify, EmailManage:
 		if err := s.checkKeyCarries(ctx, req.Key, req.Email, s.clock()); err != nil {
 			return err
 		}
@@ -311,11 +315,43 @@ type EmailConfirmation struct {
 	Seq int64
 }
 
+// EmailLink says what the mailed link with token does, for the page it
+// opens, without following it: the refusals are ConfirmEmail's (an
+// unknown, used, expired link, or one for another key), and Seq is zero.
+func (s *Service) EmailLink(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
+	if token == "" || len(token) > 100 {
+		return EmailConfirmation{}, Refuse(CodeUnknownToken, "no such link")
+	}
+	t, err := s.store.EmailToken(ctx, HashEmailToken(token), s.now())
+	if err := tokenRefusal(err); err != nil {
+		return EmailConfirmation{}, wrapOp("email link", err)
+	}
+	if !t.Key.Same(key) {
+		return EmailConfirmation{}, Refuse(CodeWrongToken, "this link is not for key %s", clip(key.Value))
+	}
+	return EmailConfirmation{Action: t.Action, Key: t.Key, Email: t.Email}, nil
+}
+
+// tokenRefusal turns a store's answer about a token into the refusal
+// people read (nil for nil).
+func tokenRefusal(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Refuse(CodeUnknownToken, "no such link: it may be mistyped, or the mail was not from this server")
+	case errors.Is(err, ErrNonceUsed):
+		return Refuse(CodeTokenUsed, "this link was followed before")
+	case errors.Is(err, ErrChallengeExpired):
+		return Refuse(CodeTokenExpired, "this link expired: ask for a new mail")
+	}
+	return err
+}
+
 // ConfirmEmail follows a mailed link: the token must be one this server
 // issued for key, unused and unexpired. Following a verify link appends
 // an email.verified record (if the key still carries the address);
-// following a withdraw link appends its withdrawal. The token is used up
-// in the same transaction; a refusal uses up nothing.
+// following a withdraw link appends its withdrawal; following a manage
+// link appends nothing (the caller shows the key's manage page). The
+// token is used up in the same transaction; a refusal uses up nothing.
 func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
 	var out EmailConfirmation
 	if token == "" || len(token) > 100 {
@@ -335,14 +371,7 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 	}
 	err := s.update(ctx, func(ctx context.Context, tx Tx) error {
 		t, err := tx.ConsumeEmailToken(ctx, HashEmailToken(token), now)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return Refuse(CodeUnknownToken, "no such link: it may be mistyped, or the mail was not from this server")
-		case errors.Is(err, ErrNonceUsed):
-			return Refuse(CodeTokenUsed, "this link was followed before")
-		case errors.Is(err, ErrChallengeExpired):
-			return Refuse(CodeTokenExpired, "this link expired: ask for a new mail")
-		case err != nil:
+		if err := tokenRefusal(err); err != nil {
 			return err
 		}
 		if !t.Key.Same(key) {
@@ -373,6 +402,8 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 				return nil // withdrawn already
 			}
 			e.Purpose, e.Label = PurposeRevoke, "withdrawn by mail"
+		case EmailManage:
+			return nil // the mailbox answered; nothing to record
 		default:
 			return fmt.Errorf("unknown action %q", t.Action)
 		}

@@ -114,6 +114,10 @@ type Store interface {
 	// DeleteEmailToken forgets the link with the token hash and its
 	// count as a mail (its mail could not be sent).
 	DeleteEmailToken(ctx context.Context, hash []byte) error
+	// EmailToken returns the mailed link with the token hash without
+	// using it up, with the errors of Tx.ConsumeEmailToken (ErrNotFound,
+	// ErrNonceUsed, ErrChallengeExpired at now).
+	EmailToken(ctx context.Context, hash []byte, now time.Time) (*EmailToken, error)
 	// LiveCertificates returns the ssh.certificate records, with every
 	// byte, whose Expires is after now, in log order.
 	LiveCertificates(ctx context.Context, now time.Time) ([]Evidence, error)

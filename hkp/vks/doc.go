@@ -1,8 +1,9 @@
 // Package vks serves the Verifying Keyserver API v1 as keys.openpgp.org
 // documents it (what Thunderbird, OpenKeychain and sq speak): lookups by
 // fingerprint, key ID and email, upload, and requests to verify an
-// address by mail; plus a withdraw request (a Kith extension) and the
-// page a mailed link opens.
+// address by mail; plus a withdraw request (a Kith extension). The page
+// a mailed link opens is package web's; the mails are package
+// maillink's.
 //
 // Keys served here carry only their verified addresses' user IDs, and
 // by-email answers only for verified addresses: an address in a user ID

@@ -14,14 +14,14 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
 )
 
-// Emails is what the handler needs of the identity service: mailed links
-// and following them.
+// Emails is what the handler needs of the identity service: mailed
+// links (the page a link opens, where it is followed, is package web's).
 type Emails interface {
 	RequestEmail(ctx context.Context, req identity.EmailRequest) error
-	ConfirmEmail(ctx context.Context, key identity.Factor, token string) (identity.EmailConfirmation, error)
 	PendingEmails(ctx context.Context, key identity.Factor, emails []string) ([]string, error)
 }
 
@@ -73,6 +73,7 @@ type Handler struct {
 	opts     Options
 	log      *slog.Logger
 	limit    *ratelimit.Limiter // nil: no cap
+	mailer   *maillink.Mailer
 }
 
 // NewHandler returns a Handler that finds keys with finder and stores
@@ -94,7 +95,8 @@ func NewHandler(finder keys.Finder, uploads keys.Uploader, verified identity.Ver
 		opts.RequestsPerMinute = DefaultRequestsPerMinute
 	}
 	return &Handler{keys: finder, uploads: uploads, verified: verified, emails: emails, opts: opts, log: opts.Logger,
-		limit: ratelimit.New(opts.RequestsPerMinute, opts.Now)}, nil
+		limit:  ratelimit.New(opts.RequestsPerMinute, opts.Now),
+		mailer: &maillink.Mailer{PublicURL: opts.PublicURL, Server: opts.Server, Mail: opts.Mailer}}, nil
 }
 
 // Register adds the routes to mux.
@@ -105,8 +107,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("POST /vks/v1/upload", h.recover(h.serveUpload))
 	mux.Handle("POST /vks/v1/request-verify", h.recover(h.serveRequestVerify))
 	mux.Handle("POST /vks/v1/request-withdraw", h.recover(h.serveRequestWithdraw))
-	mux.Handle("GET /email/confirm/{fpr}/{token}", h.recover(h.serveConfirmPage))
-	mux.Handle("POST /email/confirm/{fpr}/{token}", h.recover(h.serveConfirm))
 }
 
 // recover turns a panic into a 500 that says nothing of it.

@@ -5,7 +5,6 @@ package vks
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,16 +16,17 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
-	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
-// The status values of an address, as keys.openpgp.org names them.
+// The status values of an address, as keys.openpgp.org names them
+// (package maillink's).
 const (
-	StatusUnpublished = "unpublished" // not verified: not served by email
-	StatusPublished   = "published"   // verified by mail
-	StatusRevoked     = "revoked"     // the user ID is revoked
-	StatusPending     = "pending"     // a mail went out, its link not yet followed
+	StatusUnpublished = maillink.StatusUnpublished // not verified: not served by email
+	StatusPublished   = maillink.StatusPublished   // verified by mail
+	StatusRevoked     = maillink.StatusRevoked     // the user ID is revoked
+	StatusPending     = maillink.StatusPending     // a mail went out, its link not yet followed
 )
 
 // Response is the answer of upload, request-verify and request-withdraw.
@@ -189,7 +189,7 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 			continue
 		}
 		err := h.emails.RequestEmail(r.Context(), identity.EmailRequest{Action: action, Key: key,
-			Email: identity.EmailFactor(addr), Send: h.sender(action, key, addr)})
+			Email: identity.EmailFactor(addr), Send: h.mailer.Sender(action, key, addr)})
 		switch identity.CodeOf(err) {
 		case "":
 			if err != nil {
@@ -235,71 +235,13 @@ func (h *Handler) response(r *http.Request, fp []byte) (Response, *keys.Stored, 
 	if len(stored) == 0 || !bytes.Equal(stored[0].Fingerprint, fp) {
 		return resp, nil, nil
 	}
-	verified, err := h.verified.VerifiedEmails(r.Context(), resp.KeyFpr)
+	st, err := maillink.Statuses(r.Context(), &stored[0], h.verified, h.emails)
 	if err != nil {
 		return resp, nil, err
 	}
-	for _, u := range stored[0].UserIDs {
-		if u.Email == "" {
-			continue
-		}
-		st := StatusUnpublished
-		switch {
-		case u.Revoked:
-			st = StatusRevoked
-		case slices.Contains(verified, u.Email):
-			st = StatusPublished
-		}
-		if old, ok := resp.Status[u.Email]; !ok || old == StatusRevoked {
-			resp.Status[u.Email] = st
-		}
-	}
-	var unpublished []string
-	for e, st := range resp.Status {
-		if st == StatusUnpublished {
-			unpublished = append(unpublished, e)
-		}
-	}
-	if len(unpublished) > 0 {
-		pending, err := h.emails.PendingEmails(r.Context(), identity.PGPFactor(fp), unpublished)
-		if err != nil {
-			return resp, nil, err
-		}
-		for _, e := range pending {
-			resp.Status[e] = StatusPending
-		}
-	}
+	resp.Status = st
 	return resp, &stored[0], nil
 }
-
-// sender returns the function that mails the link with a token.
-func (h *Handler) sender(action identity.EmailAction, key identity.Factor, addr string) identity.EmailSender {
-	return func(ctx context.Context, token string) error {
-		link := h.opts.PublicURL + "/email/confirm/" + key.Value + "/" + token
-		return h.opts.Mailer.Send(ctx, composeMail(h.opts.Server, action, key, addr, link))
-	}
-}
-
-// composeMail writes the mail for a link. It names the key and says what
-// following the link does and what ignoring it does, and nothing about
-// other keys or addresses.
-func composeMail(server string, action identity.EmailAction, key identity.Factor, addr, link string) mail.Message {
-	fp := pgp.GroupFingerprint(key.Value)
-	if action == identity.EmailWithdraw {
-		return mail.Message{To: addr, Subject: "Withdraw " + addr + " from an OpenPGP key",
-			Body: "Someone asked " + server + " to stop publishing the OpenPGP key\n\n    " + fp +
-				"\n\nfor the address " + addr + ". To withdraw the address, open this link within " +
-				hours(identity.EmailTokenTTL) + " and confirm:\n\n    " + link +
-				"\n\nIf you did not ask for this, ignore this mail: nothing changes without the link.\n"}
-	}
-	return mail.Message{To: addr, Subject: "Verify " + addr + " for your OpenPGP key",
-		Body: "Someone asked " + server + " to publish the OpenPGP key\n\n    " + fp +
-			"\n\nfor the address " + addr + ". If this is your key, open this link within " +
-			hours(identity.EmailTokenTTL) + " and confirm:\n\n    " + link +
-			"\n\nIf it is not your key, ignore this mail: the address is not published for it without the link.\n"}
-}
-
-func hours(d interface{ Hours() float64 }) string { return fmt.Sprintf("%.0f hours", d.Hours()) }
 
 // readJSON decodes the request's JSON body into v, answering 400 or 413
 // itself when it cannot.

@@ -40,6 +40,7 @@ const mailWait = 30 * time.Second
 type env struct {
 	t    *testing.T
 	st   *postgres.Store
+	svc  *identity.Service
 	smtp *mailtest.Server
 	url  string
 
@@ -60,6 +61,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.svc = svc
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -170,6 +172,21 @@ func (e *env) link(to string) string {
 	return strings.TrimPrefix(l, e.url)
 }
 
+// follow follows a mailed link as the page it opens does (package web
+// serves that page; here the service is called directly).
+func (e *env) follow(link string) (identity.EmailConfirmation, error) {
+	e.t.Helper()
+	parts := strings.Split(strings.TrimPrefix(link, "/email/confirm/"), "/")
+	if len(parts) != 2 {
+		e.t.Fatalf("not a confirm link: %s", link)
+	}
+	key, err := identity.ParsePGPFingerprint(parts[0])
+	if err != nil {
+		return identity.EmailConfirmation{}, err
+	}
+	return e.svc.ConfirmEmail(context.Background(), key, parts[1])
+}
+
 // userIDs returns the user IDs of the armored keys in an answer.
 func userIDs(t *testing.T, armored string) []string {
 	t.Helper()
@@ -220,14 +237,8 @@ func TestVerifyFlowServesOnlyVerifiedAddresses(t *testing.T) {
 	if r := e.upload(key); r.Status["alice@example.org"] != vks.StatusPending || r.Status["alice@work.example"] != vks.StatusUnpublished {
 		t.Errorf("status while the mail is out %+v", r.Status)
 	}
-	if code, page := e.do("GET", link, ""); code != 200 || !strings.Contains(page, "<form method=\"post\">") {
-		t.Fatalf("link page: %d %s", code, page)
-	}
-	if code, _ := e.do("GET", "/vks/v1/by-email/alice@example.org", ""); code != 404 {
-		t.Errorf("opening the link (GET) published the address: %d", code)
-	}
-	if code, page := e.do("POST", link, ""); code != 200 || !strings.Contains(page, "is now published") {
-		t.Fatalf("follow: %d %s", code, page)
+	if c, err := e.follow(link); err != nil || c.Action != identity.EmailVerify || c.Email.Value != "alice@example.org" {
+		t.Fatalf("follow: %+v %v", c, err)
 	}
 	code, body = e.do("GET", "/vks/v1/by-email/Alice@Example.org", "")
 	if code != 200 {
@@ -254,8 +265,8 @@ func TestVerifyFlowServesOnlyVerifiedAddresses(t *testing.T) {
 		t.Fatalf("request-withdraw: %d %s", code, body)
 	}
 	link = e.link("alice@example.org")
-	if code, page := e.do("POST", link, ""); code != 200 || !strings.Contains(page, "no longer published") {
-		t.Fatalf("withdraw: %d %s", code, page)
+	if c, err := e.follow(link); err != nil || c.Action != identity.EmailWithdraw {
+		t.Fatalf("withdraw: %+v %v", c, err)
 	}
 	if code, _ := e.do("GET", "/vks/v1/by-email/alice@example.org", ""); code != 404 {
 		t.Errorf("by-email after withdrawal: %d", code)
@@ -269,7 +280,9 @@ func TestAStrangersKeyIsNotServedForAVerifiedAddress(t *testing.T) {
 	alice := e.upload(newKey(t, "Alice <ceo@example.org>"))
 	mallory := e.upload(newKey(t, "The CEO <ceo@example.org>"))
 	e.request("verify", alice.Token, "ceo@example.org")
-	e.do("POST", e.link("ceo@example.org"), "")
+	if _, err := e.follow(e.link("ceo@example.org")); err != nil {
+		t.Fatal(err)
+	}
 	code, body := e.do("GET", "/vks/v1/by-email/ceo@example.org", "")
 	if code != 200 {
 		t.Fatal(code)
@@ -289,27 +302,23 @@ func TestBadLinks(t *testing.T) {
 	before := e.records()
 
 	// Unknown token.
-	if code, _ := e.do("POST", "/email/confirm/"+a.KeyFpr+"/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""); code != 404 {
-		t.Errorf("unknown token: %d", code)
+	if _, err := e.follow("/email/confirm/" + a.KeyFpr + "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"); identity.CodeOf(err) != identity.CodeUnknownToken {
+		t.Errorf("unknown token: %v", err)
 	}
 	// The link with another key's fingerprint.
 	other := strings.Replace(link, a.KeyFpr, b.KeyFpr, 1)
-	if code, page := e.do("POST", other, ""); code != 400 || !strings.Contains(page, "not for key") {
-		t.Errorf("link for another key: %d %s", code, page)
-	}
-	// Malformed fingerprint.
-	if code, _ := e.do("POST", "/email/confirm/XYZ/abc", ""); code != 400 {
-		t.Errorf("malformed fingerprint: %d", code)
+	if _, err := e.follow(other); identity.CodeOf(err) != identity.CodeWrongToken || !strings.Contains(err.Error(), "not for key") {
+		t.Errorf("link for another key: %v", err)
 	}
 	if n := e.records(); n != before {
 		t.Errorf("bad links appended %d records", n-before)
 	}
 	// The real link still works once, then no more.
-	if code, _ := e.do("POST", link, ""); code != 200 {
-		t.Fatalf("the real link: %d", code)
+	if _, err := e.follow(link); err != nil {
+		t.Fatalf("the real link: %v", err)
 	}
-	if code, _ := e.do("POST", link, ""); code != 410 {
-		t.Errorf("reused link: %d", code)
+	if _, err := e.follow(link); identity.CodeOf(err) != identity.CodeTokenUsed {
+		t.Errorf("reused link: %v", err)
 	}
 	if n := e.records(); n != before+1 {
 		t.Errorf("%d records appended, want 1", n-before)
@@ -326,8 +335,8 @@ func TestExpiredLink(t *testing.T) {
 	link := e.link("alice@example.org")
 	e.advance(identity.EmailTokenTTL + time.Minute)
 	before := e.records()
-	if code, page := e.do("POST", link, ""); code != 410 || !strings.Contains(page, "expired") {
-		t.Errorf("expired link: %d %s", code, page)
+	if _, err := e.follow(link); identity.CodeOf(err) != identity.CodeTokenExpired {
+		t.Errorf("expired link: %v", err)
 	}
 	if e.records() != before {
 		t.Error("an expired link appended a record")

@@ -98,6 +98,24 @@ func (s *Store) DeleteEmailToken(ctx context.Context, hash []byte) error {
 	return nil
 }
 
+// EmailToken returns a mailed link without using it (see identity.Store).
+func (s *Store) EmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {
+	s.mail.mu.Lock()
+	defer s.mail.mu.Unlock()
+	et := s.mail.tokens[string(hash)]
+	switch {
+	case et == nil:
+		return nil, identity.ErrNotFound
+	case et.used:
+		return nil, identity.ErrNonceUsed
+	case now.After(et.t.Expires):
+		return nil, identity.ErrChallengeExpired
+	}
+	out := et.t
+	out.Hash = bytes.Clone(et.t.Hash)
+	return &out, nil
+}
+
 // ConsumeEmailToken marks the link used when the transaction commits (see
 // identity.Tx).
 func (t *tx) ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {

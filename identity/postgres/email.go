@@ -90,19 +90,31 @@ func (s *Store) PendingEmails(ctx context.Context, key identity.Factor, emails [
 	return out, nil
 }
 
-// ConsumeEmailToken marks a mailed link used (see identity.Tx).
-func (t *tx) ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {
+// EmailToken returns a mailed link without using it (see identity.Store).
+func (s *Store) EmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {
+	et, err := readEmailToken(ctx, s.pool, hash, now, "")
+	if err != nil {
+		return nil, fmt.Errorf("postgres: email token: %w", err)
+	}
+	return et, nil
+}
+
+// readEmailToken reads the link with the token hash, refusing a used or
+// expired one; lock is appended to the query ("FOR UPDATE" or "").
+func readEmailToken(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, hash []byte, now time.Time, lock string) (*identity.EmailToken, error) {
 	et := &identity.EmailToken{Hash: hash}
 	var action, fp, email string
 	var used *time.Time
-	err := t.tx.QueryRow(ctx, `SELECT action, fingerprint, email, created_at, expires_at, used_at
-		FROM email_tokens WHERE token_hash = $1 FOR UPDATE`, hash).
+	err := q.QueryRow(ctx, `SELECT action, fingerprint, email, created_at, expires_at, used_at
+		FROM email_tokens WHERE token_hash = $1 `+lock, hash).
 		Scan(&action, &fp, &email, &et.Created, &et.Expires, &used)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, identity.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: consume email token: %w", err)
+		return nil, err
 	}
 	if used != nil {
 		return nil, identity.ErrNonceUsed
@@ -113,6 +125,18 @@ func (t *tx) ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) 
 	et.Action = identity.EmailAction(action)
 	et.Key = identity.Factor{Kind: identity.KindPGP, Value: fp}
 	et.Email = identity.EmailFactor(email)
+	return et, nil
+}
+
+// ConsumeEmailToken marks a mailed link used (see identity.Tx).
+func (t *tx) ConsumeEmailToken(ctx context.Context, hash []byte, now time.Time) (*identity.EmailToken, error) {
+	et, err := readEmailToken(ctx, t.tx, hash, now, "FOR UPDATE")
+	if err != nil {
+		if errors.Is(err, identity.ErrNotFound) || errors.Is(err, identity.ErrNonceUsed) || errors.Is(err, identity.ErrChallengeExpired) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("postgres: consume email token: %w", err)
+	}
 	if _, err := t.tx.Exec(ctx, "UPDATE email_tokens SET used_at = $2 WHERE token_hash = $1", hash, now); err != nil {
 		return nil, fmt.Errorf("postgres: consume email token: %w", err)
 	}
