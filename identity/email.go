@@ -41,7 +41,8 @@ const (
 	// EmailWithdraw stops the address being served for the key.
 	EmailWithdraw EmailAction = "withdraw"
 	// EmailManage opens the key's manage page for the holder of an
-	// address the key carries; following it records nothing.
+	// address the key carries: until it expires, it lists the key's
+	// addresses and withdraws any of them (WithdrawWithManageLink).
 	EmailManage EmailAction = "manage"
 )
 
@@ -349,9 +350,10 @@ func tokenRefusal(err error) error {
 // ConfirmEmail follows a mailed link: the token must be one this server
 // issued for key, unused and unexpired. Following a verify link appends
 // an email.verified record (if the key still carries the address);
-// following a withdraw link appends its withdrawal; following a manage
-// link appends nothing (the caller shows the key's manage page). The
-// token is used up in the same transaction; a refusal uses up nothing.
+// following a withdraw link appends its withdrawal. A manage link is
+// refused (CodeWrongToken): it opens the manage page (ManageLink) and
+// works until it expires. The token is used up in the same transaction;
+// a refusal uses up nothing.
 func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
 	var out EmailConfirmation
 	if token == "" || len(token) > 100 {
@@ -403,7 +405,7 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 			}
 			e.Purpose, e.Label = PurposeRevoke, "withdrawn by mail"
 		case EmailManage:
-			return nil // the mailbox answered; nothing to record
+			return Refuse(CodeWrongToken, "this link opens the key's manage page: it confirms nothing")
 		default:
 			return fmt.Errorf("unknown action %q", t.Action)
 		}
@@ -415,6 +417,70 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 	})
 	if err != nil {
 		return EmailConfirmation{}, wrapOp("confirm email", err)
+	}
+	return out, nil
+}
+
+// ManageLink checks a manage link (EmailManage) for key without using
+// it up, and returns what it is for; a link of another action is
+// refused (CodeWrongToken).
+func (s *Service) ManageLink(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
+	c, err := s.EmailLink(ctx, key, token)
+	if err != nil {
+		return c, err
+	}
+	if c.Action != EmailManage {
+		return EmailConfirmation{}, Refuse(CodeWrongToken, "this link is not a manage link: open it as it was mailed")
+	}
+	return c, nil
+}
+
+// WithdrawWithManageLink withdraws email from key for the holder of a
+// manage link of key (ManageLink): the mail went to an address the key
+// carried in a valid self-signed user ID, so, as on keys.openpgp.org,
+// its holder stands for the key's holder and may withdraw any of the
+// key's verified addresses, as often as the link works. It appends an
+// email.verified record with purpose revoke (its statement's action is
+// withdraw, requested when the manage link was) and returns it; an
+// address that is not verified is refused (CodeNotVerified).
+func (s *Service) WithdrawWithManageLink(ctx context.Context, key Factor, token string, email Factor) (EmailConfirmation, error) {
+	link, err := s.ManageLink(ctx, key, token)
+	if err != nil {
+		return EmailConfirmation{}, err
+	}
+	if email.Kind != KindEmail || email.Validate() != nil {
+		return EmailConfirmation{}, Refuse(CodeBadFactor, "not an email address: %q", clip(email.Value))
+	}
+	t, err := s.store.EmailToken(ctx, HashEmailToken(token), s.now())
+	if err := tokenRefusal(err); err != nil {
+		return EmailConfirmation{}, wrapOp("withdraw with manage link", err)
+	}
+	now := s.clock()
+	// As ConfirmEmail's withdrawal: the key as stored, if it still is.
+	_, linkKey, err := s.keyLinks(ctx, key, now)
+	if err != nil && CodeOf(err) == "" {
+		return EmailConfirmation{}, wrapOp("withdraw with manage link", err)
+	}
+	out := EmailConfirmation{Action: EmailWithdraw, Key: link.Key, Email: email}
+	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
+		recs, err := tx.KeyRecords(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !EmailVerifiedIn(recs, key, email) {
+			return Refuse(CodeNotVerified, "%s is not published for key %s", email.Value, key.Value)
+		}
+		e := &Evidence{Method: MethodEmailVerified, From: key, To: email, SignerKey: linkKey, Created: now,
+			Purpose: PurposeRevoke, Label: "withdrawn with a manage link",
+			Statement: EmailStatement(s.server, EmailWithdraw, key, email, t.Created, now)}
+		if err := tx.Append(ctx, e); err != nil {
+			return err
+		}
+		out.Seq = e.Seq
+		return nil
+	})
+	if err != nil {
+		return EmailConfirmation{}, wrapOp("withdraw with manage link", err)
 	}
 	return out, nil
 }

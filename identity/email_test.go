@@ -98,6 +98,45 @@ func TestEmailVerification(t *testing.T) {
 				t.Error("still verified after the withdrawal")
 			}
 		}},
+		{"a manage link withdraws verified addresses until it expires, and confirms nothing", func(t *testing.T, e *env) {
+			const work = "alice@work.example"
+			e.storeKey(pA, uid(addr), uid(work))
+			var m mailbox
+			for _, a := range []string{addr, work} {
+				e.requestEmail(identity.EmailVerify, pA, a, &m)
+				if _, err := e.svc.ConfirmEmail(e.ctx, pA, m.tokens[len(m.tokens)-1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.requestEmail(identity.EmailManage, pA, "nobody@example.org", &m); identity.CodeOf(err) != identity.CodeAddressNotInKey {
+				t.Errorf("manage link to an address the key lacks: %v", err)
+			}
+			if err := e.requestEmail(identity.EmailManage, pA, addr, &m); err != nil {
+				t.Fatal(err)
+			}
+			manage := m.tokens[len(m.tokens)-1]
+			if c, err := e.svc.EmailLink(e.ctx, pA, manage); err != nil || c.Action != identity.EmailManage || !c.Email.Same(mail) {
+				t.Errorf("EmailLink: %+v %v", c, err)
+			}
+			_, err := e.svc.ConfirmEmail(e.ctx, pA, manage)
+			wantCode(t, err, identity.CodeWrongToken)
+			_, err = e.svc.WithdrawWithManageLink(e.ctx, pB, manage, mail)
+			wantCode(t, err, identity.CodeWrongToken)
+			for _, a := range []string{work, addr} {
+				if c, err := e.svc.WithdrawWithManageLink(e.ctx, pA, manage, identity.EmailFactor(a)); err != nil || c.Seq == 0 {
+					t.Fatalf("withdraw %s: %+v %v", a, c, err)
+				}
+			}
+			_, err = e.svc.WithdrawWithManageLink(e.ctx, pA, manage, mail)
+			wantCode(t, err, identity.CodeNotVerified)
+			recs := e.emailRecords(pA)
+			if len(recs) != 4 || identity.EmailVerifiedIn(recs, pA, mail) || identity.EmailVerifiedIn(recs, pA, identity.EmailFactor(work)) {
+				t.Errorf("records %+v", recs)
+			}
+			e.clock = e.clock.Add(identity.EmailTokenTTL + time.Second)
+			_, err = e.svc.ManageLink(e.ctx, pA, manage)
+			wantCode(t, err, identity.CodeTokenExpired)
+		}},
 		{"an unknown token is refused", func(t *testing.T, e *env) {
 			e.storeKey(pA, uid(addr))
 			_, err := e.svc.ConfirmEmail(e.ctx, pA, "not-a-token")

@@ -27,9 +27,13 @@ const (
 	StatusPending     = "pending"     // a mail went out, its link not yet followed
 )
 
-// ConfirmPath is the path a mailed link opens, below the server's
-// public URL: /email/confirm/FINGERPRINT/TOKEN.
-func ConfirmPath(key identity.Factor, token string) string {
+// LinkPath is the path a mailed link opens, below the server's public
+// URL: /manage/FINGERPRINT/TOKEN for a manage link, else
+// /email/confirm/FINGERPRINT/TOKEN.
+func LinkPath(action identity.EmailAction, key identity.Factor, token string) string {
+	if action == identity.EmailManage {
+		return "/manage/" + key.Value + "/" + token
+	}
 	return "/email/confirm/" + key.Value + "/" + token
 }
 
@@ -48,7 +52,7 @@ type Mailer struct {
 // a token for action on key.
 func (m *Mailer) Sender(action identity.EmailAction, key identity.Factor, addr string) identity.EmailSender {
 	return func(ctx context.Context, token string) error {
-		link := m.PublicURL + ConfirmPath(key, token)
+		link := m.PublicURL + LinkPath(action, key, token)
 		return m.Mail.Send(ctx, Compose(m.Server, action, key, addr, link))
 	}
 }
