@@ -17,6 +17,8 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/maillink"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/session"
 	"github.com/kith-keyserver/kith/oidc"
 )
@@ -89,6 +91,13 @@ type Deps struct {
 	// VerifiedEmails, when set, marks the addresses verified by mail
 	// ("verified by mail") on the search and key pages.
 	VerifiedEmails identity.VerifiedEmailReader
+	// Emails, with Mailer and VerifiedEmails, lets people verify and
+	// manage their addresses in the browser (email.go): the upload
+	// result's mail buttons, the pages mailed links open, and /manage.
+	// Without them those pages answer 404.
+	Emails Emails
+	// Mailer mails the links (the VKS API's mails, package maillink's).
+	Mailer *maillink.Mailer
 }
 
 // Defaults of Options.
@@ -127,6 +136,10 @@ type Options struct {
 	// MaxUploadSize caps an upload form in bytes (DefaultMaxUploadSize
 	// when zero).
 	MaxUploadSize int64
+	// MailRequestsPerMinute caps the mail buttons one client (package
+	// ratelimit's) may press a minute (DefaultMailRequestsPerMinute when
+	// zero; negative: no cap).
+	MailRequestsPerMinute int
 	// Logger receives the handler's logs; slog.Default() when nil. No
 	// token, code, secret or ID token is ever logged.
 	Logger *slog.Logger
@@ -141,6 +154,8 @@ type Handler struct {
 	log  *slog.Logger
 	now  func() time.Time
 	mux  *http.ServeMux
+	// mailLimit caps mail requests per client (nil: no cap).
+	mailLimit *ratelimit.Limiter
 }
 
 // NewHandler returns the web frontend. It fails when a required
@@ -167,7 +182,11 @@ func NewHandler(deps Deps, opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &Handler{deps: deps, opts: opts, log: opts.Logger, now: opts.Now}
+	if opts.MailRequestsPerMinute == 0 {
+		opts.MailRequestsPerMinute = DefaultMailRequestsPerMinute
+	}
+	h := &Handler{deps: deps, opts: opts, log: opts.Logger, now: opts.Now,
+		mailLimit: ratelimit.New(opts.MailRequestsPerMinute, opts.Now)}
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h, nil
@@ -186,6 +205,15 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"GET /keys/{fingerprint}", h.serveKey},
 		{"GET /upload", h.serveUploadForm},
 		{"POST /upload", h.serveUpload},
+		{"POST /upload/email", h.serveUploadEmail},
+		{"GET /email/confirm/{fpr}/{token}", h.serveEmailLink},
+		{"POST /email/confirm/{fpr}/{token}", h.serveEmailConfirm},
+		{"GET /manage", h.serveManageForm},
+		{"POST /manage", h.serveManageRequest},
+		{"GET /manage/{fpr}/{token}", h.serveManage},
+		{"POST /manage/{fpr}/{token}/withdraw", h.serveManageWithdraw},
+		{"POST /manage/{fpr}/{token}/delete", h.serveManageDelete},
+		{"POST /manage/delete", h.serveManageDeleteVerify},
 		{"GET /stats", h.serveStats},
 		{"GET /u/{handle}", h.serveProfile},
 		{"GET /login", h.serveLoginPage},

@@ -27,6 +27,9 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/identity/mail/mailtest"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
@@ -59,6 +62,20 @@ type site struct {
 	key    []byte
 	logs   *lockedBuffer
 	server string
+	// smtp receives the mails the pages send.
+	smtp *mailtest.Server
+	// mux serves the pages (a test may add other frontends); keys is
+	// the upload path.
+	mux  *http.ServeMux
+	keys *keys.Service
+}
+
+// keyBlocklist is the identity Service's blocklist: the keys Service,
+// built after it.
+type keyBlocklist struct{ keys *keys.Service }
+
+func (b *keyBlocklist) AddBlock(ctx context.Context, blk identity.Block) (identity.BlockOutcome, error) {
+	return b.keys.AddBlock(ctx, blk)
 }
 
 type lockedBuffer struct {
@@ -135,7 +152,8 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool, uploads key
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server, Hosts: hosts})
+	blocks := &keyBlocklist{}
+	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server, Hosts: hosts, Blocklist: blocks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +162,11 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool, uploads key
 	}
 	opts.Logger = log
 	ks := keys.NewService(s.store, keys.Options{Policy: pgp.DefaultPolicy(), Uploads: uploads, Identities: s.svc, Logger: log})
-	deps := web.Deps{Keys: s.store, Uploads: ks, Identities: s.svc, Sessions: s.store, VerifiedEmails: s.store}
+	blocks.keys = ks
+	s.mux, s.keys = mux, ks
+	s.smtp = mailtest.Start(t, mailtest.Options{})
+	deps := web.Deps{Keys: s.store, Uploads: ks, Identities: s.svc, Sessions: s.store, VerifiedEmails: s.store, Emails: s.svc,
+		Mailer: &maillink.Mailer{PublicURL: s.srv.URL, Server: s.server, Mail: &mail.SMTP{Address: s.smtp.Addr, From: "kith@keys.example.org"}}}
 	if withProviders {
 		deps.Providers = providers
 	}

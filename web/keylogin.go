@@ -179,7 +179,10 @@ func (h *Handler) signAgain(w http.ResponseWriter, r *http.Request, c *identity.
 		return
 	}
 	v.Kind, v.Factor, v.Statement = string(c.Factor.Kind), c.Factor.Value, string(c.Statement)
-	v.Encoded, v.Label, v.Command = r.PostFormValue("statement"), ssh.SanitizeComment(r.PostFormValue("label")), commandFor(string(c.Factor.Kind))
+	v.Encoded, v.Label = r.PostFormValue("statement"), ssh.SanitizeComment(r.PostFormValue("label"))
+	if v.Command == "" {
+		v.Command = commandFor(string(c.Factor.Kind))
+	}
 	if e != nil {
 		v.Error = "Not done: " + refusalText(e) + "."
 		switch e.Code {

@@ -352,6 +352,9 @@ type uploadResult struct {
 	Result      string // inserted, updated, unchanged, rejected, error
 	Reason      string
 	Dropped     string
+	// Addresses are the stored key's addresses with their status, when
+	// the pages mail links.
+	Addresses []addressView
 }
 
 // serveUploadForm shows the upload form.
@@ -407,6 +410,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 			results = append(results, h.addKeys(r.Context(), adm, data, loggedIn)...)
 		}
 	}
+	h.uploadAddresses(r.Context(), results)
 	status := http.StatusOK
 	if !slices.ContainsFunc(results, func(u uploadResult) bool { return u.Result != "rejected" && u.Result != "error" }) {
 		status = http.StatusUnprocessableEntity

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/web"
@@ -27,7 +28,14 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 	if err != nil {
 		return fmt.Errorf("setting oidc.provider: %w", err)
 	}
-	deps := web.Deps{Keys: st, Uploads: ks, Identities: ids, Sessions: st, VerifiedEmails: st}
+	mailer, err := cfg.mailer(log.With("component", "mail"))
+	if err != nil {
+		return err
+	}
+	// The pages mail the same links as the VKS API, through the same
+	// service: its per-address window and per-recipient cap count both.
+	deps := web.Deps{Keys: st, Uploads: ks, Identities: ids, Sessions: st, VerifiedEmails: st, Emails: ids,
+		Mailer: &maillink.Mailer{PublicURL: cfg.publicURL(), Server: cfg.serverName(), Mail: mailer}}
 	if len(cfg.OIDC.Providers) > 0 {
 		deps.Providers = providers
 	}
