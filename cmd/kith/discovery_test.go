@@ -304,3 +304,51 @@ func TestRecipientCapHoldsAcrossTwoNodes(t *testing.T) {
 		t.Errorf("mails sent: %v, want 3 to victim@example.net and 1 to other@example.net", to)
 	}
 }
+
+// TestIDEmailVerifiesAndWithdrawsAnAddress: `kith id email verify` and
+// `withdraw` upload gpg's key and have the server mail the address a
+// link; following it publishes (by-email 200) and withdraws it (404).
+func TestIDEmailVerifiesAndWithdrawsAnAddress(t *testing.T) {
+	requirePostgresBinaries(t)
+	smtp := mailtest.Start(t, mailtest.Options{})
+	dir := tempDir(t)
+	s := startServe(t, dir, nil, "--database-url", pgtest.NewDatabase(t),
+		"--smtp-address", smtp.Addr, "--smtp-starttls=false", "--smtp-from", "keys@example.org")
+	s.waitHealth(t, 200, 60*time.Second)
+	base := "http://" + s.addr
+	u := newIDUser(t, base)
+	fpr := u.gpg.NewKey("Erin <erin@example.org>", "sign")
+	follow := func(subject string) {
+		t.Helper()
+		m := smtp.Wait(t, 30*time.Second)
+		if m.To[0] != "erin@example.org" || !strings.HasPrefix(m.Subject, subject) {
+			t.Fatalf("mail to %v: %q", m.To, m.Subject)
+		}
+		if code, page := curl(t, "-X", "POST", confirmLink.FindString(m.Body)); code != 200 {
+			t.Fatalf("follow: %d %s", code, page)
+		}
+	}
+
+	out, errOut, code := u.kith("id", "email", "verify", "erin@example.org", "--pgp", fpr)
+	if code != 0 || !strings.Contains(out, "a mail went to erin@example.org: open its link and confirm to publish") {
+		t.Fatalf("kith id email verify: %d\n%s%s", code, out, errOut)
+	}
+	follow("Verify erin@example.org")
+	if code, _ := curl(t, base+"/vks/v1/by-email/erin@example.org"); code != 200 {
+		t.Fatalf("by-email after verification: %d", code)
+	}
+	if out, _, _ := u.kith("id", "email", "verify", "erin@example.org", "--pgp", fpr); !strings.Contains(out, "already published") {
+		t.Errorf("verifying again: %s", out)
+	}
+	if _, errOut, code := u.kith("id", "email", "verify", "ceo@example.org", "--pgp", fpr); code == 0 || !strings.Contains(errOut, "has no user ID with this address") {
+		t.Errorf("an address the key lacks: %d %s", code, errOut)
+	}
+	out, errOut, code = u.kith("id", "email", "withdraw", "erin@example.org", "--pgp", fpr)
+	if code != 0 || !strings.Contains(out, "confirm to withdraw") {
+		t.Fatalf("kith id email withdraw: %d\n%s%s", code, out, errOut)
+	}
+	follow("Withdraw erin@example.org")
+	if code, _ := curl(t, base+"/vks/v1/by-email/erin@example.org"); code != 404 {
+		t.Errorf("by-email after the withdrawal: %d", code)
+	}
+}

@@ -27,6 +27,7 @@ var idSubcommands = []struct{ name, synopsis, summary string }{
 	{"add", "add HANDLE (--ssh-key FILE | --pgp FPR) [--by-ssh-key FILE | --by-pgp FPR]", "link another key, co-signed by a key already proven for HANDLE"},
 	{"revoke", "revoke HANDLE FACTOR [--by-ssh-key FILE | --by-pgp FPR]", "unlink a factor (SHA256:... fingerprint, OpenPGP fingerprint or key file)"},
 	{"show", "show HANDLE", "print an identity's factors and how each is proven"},
+	{"email", "email (verify|withdraw) ADDRESS --pgp FPR", "have the server mail ADDRESS a link that publishes it for the OpenPGP key, or withdraws it"},
 }
 
 func idUsage(w io.Writer) {
@@ -76,6 +77,8 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 	server := serverFlag(fs, env)
 	var f idFlags
 	switch name {
+	case "email":
+		fs.StringVar(&f.pgp, "pgp", "", "the OpenPGP key (`fingerprint`) whose user ID carries the address; gpg's copy is uploaded first")
 	case "claim", "add":
 		fs.StringVar(&f.sshKey, "ssh-key", "", "SSH key `file` to prove: a private key, or a .pub file whose key is in the agent")
 		fs.StringVar(&f.pgp, "pgp", "", "OpenPGP key to prove, by its `fingerprint` (gpg --fingerprint)")
@@ -90,7 +93,7 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		return err
 	}
 	want := 1
-	if name == "revoke" {
+	if name == "revoke" || name == "email" {
 		want = 2
 	}
 	if len(pos) != want {
@@ -102,6 +105,9 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		return err
 	}
 	tools := &client.Tools{Env: env.environ}
+	if name == "email" {
+		return idEmail(ctx, env, c, tools, pos[0], pos[1], f.pgp)
+	}
 	handle := pos[0]
 	var s client.Signer
 	if name == "claim" || name == "add" {
@@ -160,6 +166,45 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		return err
 	}
 	fmt.Fprintf(env.stdout, "linked %s to %s (%s), co-signed by %s\n", s, doc.Handle, client.Assurance(doc, s.ID), by)
+	return nil
+}
+
+// idEmail runs kith id email: verify or withdraw an address of an
+// OpenPGP key by mail, through the server's VKS API.
+func idEmail(ctx context.Context, env *environment, c *client.Client, tools *client.Tools, verb, addr, fpr string) error {
+	var action identity.EmailAction
+	switch verb {
+	case "verify":
+		action = identity.EmailVerify
+	case "withdraw":
+		action = identity.EmailWithdraw
+	default:
+		return fmt.Errorf("%w: kith id email verify|withdraw ADDRESS --pgp FPR, not %q", errUsage, verb)
+	}
+	if fpr == "" {
+		return fmt.Errorf("%w: kith id email %s needs the key: --pgp FPR", errUsage, verb)
+	}
+	s, err := tools.PGPKey(fpr)
+	if err != nil {
+		return fmt.Errorf("--pgp: %w", err)
+	}
+	st, err := c.RequestEmail(ctx, s, action, addr)
+	if err != nil {
+		return err
+	}
+	addr = strings.ToLower(strings.TrimSpace(addr))
+	switch {
+	case action == identity.EmailVerify && st.Status[addr] == "published":
+		fmt.Fprintf(env.stdout, "%s is already published for %s: no mail sent\n", addr, st.KeyFpr)
+	case action == identity.EmailVerify && st.Status[addr] == "revoked":
+		fmt.Fprintf(env.stdout, "the key %s revokes its user ID with %s: it cannot be published; no mail sent\n", st.KeyFpr, addr)
+	case action == identity.EmailVerify:
+		fmt.Fprintf(env.stdout, "a mail went to %s: open its link and confirm to publish the address for %s\n", addr, st.KeyFpr)
+	case st.Status[addr] == "published":
+		fmt.Fprintf(env.stdout, "a mail went to %s: open its link and confirm to withdraw the address from %s\n", addr, st.KeyFpr)
+	default:
+		fmt.Fprintf(env.stdout, "%s is not published for %s: nothing to withdraw; no mail sent\n", addr, st.KeyFpr)
+	}
 	return nil
 }
 

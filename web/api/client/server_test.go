@@ -40,6 +40,10 @@ type server struct {
 	store *postgres.Store
 	dbURL string
 	log   *tlog.Log
+	// svc, keys and mux let a test mount another frontend.
+	svc  *identity.Service
+	keys *keys.Service
+	mux  *http.ServeMux
 }
 
 // testCASeed is the seed of the test server's SSH user CA.
@@ -94,7 +98,8 @@ func newServerCA(t *testing.T, withCA bool) *server {
 	tlog.NewHandler(st, key.VerifierKey(), discard).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &server{t: t, url: srv.URL, store: st, dbURL: dbURL, log: tlog.New(st, key, tlog.Options{Logger: discard})}
+	return &server{t: t, url: srv.URL, store: st, dbURL: dbURL, log: tlog.New(st, key, tlog.Options{Logger: discard}),
+		svc: svc, keys: ks, mux: mux}
 }
 
 // client is a client of s whose tools run in env.
