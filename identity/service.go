@@ -392,19 +392,64 @@ func (s *Service) verify(ctx context.Context, p Proof, want Factor, statement []
 		return verified{}, Refuse(CodeBadSignature, "no signature by %s", f)
 	}
 	switch f.Kind {
-	case KindSSH:
-		if err := s.verifier.VerifySSH(ctx, f.Data, statement, p.Signature); err != nil {
-			return verified{}, asRefusal(err, CodeBadSignature, "signature by "+f.String())
-		}
-		return verified{factor: f, method: MethodSSHChallenge, signature: p.Signature, signerKey: f.Data}, nil
-	case KindPGP:
-		key, err := s.verifier.VerifyPGP(ctx, f.Value, statement, p.Signature)
+	case KindSSH, KindPGP:
+		key, err := s.checkSignature(ctx, f, statement, p.Signature)
 		if err != nil {
-			return verified{}, asRefusal(err, CodeBadSignature, "signature by "+f.String())
+			return verified{}, s.signatureHint(ctx, f, statement, p.Signature, asRefusal(err, CodeBadSignature, "signature by "+f.String()))
+		}
+		if f.Kind == KindSSH {
+			return verified{factor: f, method: MethodSSHChallenge, signature: p.Signature, signerKey: f.Data}, nil
 		}
 		return verified{factor: f, method: MethodPGPChallenge, signature: p.Signature, signerKey: key}, nil
 	}
 	return verified{}, Refuse(CodeUnsupported, "a %s factor cannot sign a statement", f.Kind)
+}
+
+// checkSignature checks sig by the SSH or OpenPGP factor f over statement
+// and returns the OpenPGP key that verified it (nil for SSH).
+func (s *Service) checkSignature(ctx context.Context, f Factor, statement, sig []byte) ([]byte, error) {
+	if f.Kind == KindSSH {
+		return nil, s.verifier.VerifySSH(ctx, f.Data, statement, sig)
+	}
+	return s.verifier.VerifyPGP(ctx, f.Value, statement, sig)
+}
+
+// statementEdits are the changes a statement most often suffers between
+// the page and the signing tool, each with what to tell the person.
+var statementEdits = []struct {
+	edit func([]byte) []byte
+	hint string
+}{
+	{func(b []byte) []byte { return bytes.TrimRight(b, "\n") },
+		"it verifies over the statement without its final newline: the file you signed lost the statement's last line end; download the statement (or end the file with a newline), sign it again and paste the new signature"},
+	{func(b []byte) []byte { return append(bytes.Clone(b), '\n') },
+		"it verifies over the statement with an extra newline at the end: the file you signed gained an empty last line; download the statement, sign it again and paste the new signature"},
+	{func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")) },
+		"it verifies over the statement with Windows (CRLF) line ends: the file you signed was saved with them; download the statement, sign it again and paste the new signature"},
+}
+
+// signatureHint explains a signature that does not verify, which is
+// refusal: when the signature verifies over the statement with one of
+// the usual accidental changes, it says which (statement_changed);
+// otherwise it names the likely cause. Other refusals pass unchanged.
+func (s *Service) signatureHint(ctx context.Context, f Factor, statement, sig []byte, refusal error) error {
+	if CodeOf(refusal) != CodeBadSignature {
+		return refusal
+	}
+	for _, e := range statementEdits {
+		changed := e.edit(statement)
+		if bytes.Equal(changed, statement) {
+			continue
+		}
+		if _, err := s.checkSignature(ctx, f, changed, sig); err == nil {
+			return Refuse(CodeStatementChanged, "the signature is over other bytes than the statement: %s", e.hint)
+		}
+	}
+	var e *Error
+	if errors.As(refusal, &e) {
+		e.Msg += " (the signed file must hold the statement exactly, byte for byte, final newline included)"
+	}
+	return refusal
 }
 
 // verifyLogin re-checks a login a frontend completed: its ID token must

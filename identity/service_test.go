@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"crypto/sha1"
@@ -1298,4 +1299,36 @@ func joinLines(s []string) string {
 		out += l
 	}
 	return out
+}
+
+// TestSignatureOverAlteredStatementSaysHow: a signature over the statement
+// as a saved copy commonly alters it (final newline lost or doubled, CRLF
+// line ends) is refused as statement_changed with a message naming the
+// change; any other bad signature says the signed bytes must be exact.
+func TestSignatureOverAlteredStatementSaysHow(t *testing.T) {
+	k := sshKey("k")
+	for _, tc := range []struct {
+		name  string
+		alter func([]byte) []byte
+		code  identity.Code
+		says  string
+	}{
+		{"final newline lost", func(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\n")) }, identity.CodeStatementChanged, "without its final newline"},
+		{"newline added", func(b []byte) []byte { return append(bytes.Clone(b), '\n') }, identity.CodeStatementChanged, "extra newline"},
+		{"CRLF line ends", func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")) }, identity.CodeStatementChanged, "CRLF"},
+		{"another text", func(b []byte) []byte { return []byte("other") }, identity.CodeBadSignature, "final newline included"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.issue(identity.PurposeClaim, "alice", k)
+			before, _ := e.st.Log(e.ctx, 0, 1000)
+			_, err := e.svc.Claim(e.ctx, identity.ClaimRequest{Statement: c.Statement, Proof: *sign(k, tc.alter(c.Statement))})
+			if identity.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v (%s), want %s saying %q", err, identity.CodeOf(err), tc.code, tc.says)
+			}
+			if after, _ := e.st.Log(e.ctx, 0, 1000); len(after) != len(before) {
+				t.Fatalf("a refused claim appended %d records", len(after)-len(before))
+			}
+		})
+	}
 }
