@@ -40,12 +40,14 @@ type sessionView struct {
 
 // accountView is the account page.
 type accountView struct {
-	Handle    string
-	Created   string
-	Done      string
-	Factors   []factorView
-	Sessions  []sessionView
-	Providers []string
+	Handle  string
+	Created string
+	Done    string
+	Factors []factorView
+	// Certificates are the SSH certificates issued for the identity.
+	Certificates []certificateView
+	Sessions     []sessionView
+	Providers    []string
 	// ByKey: the session logged in with a key, whose signature each
 	// change needs (there is no ID token to stand for consent).
 	ByKey bool
@@ -62,7 +64,10 @@ type signView struct {
 	// byte for byte.
 	Encoded string
 	Command string
-	Error   string
+	// Download is the statement's own URL (served as a file, byte for
+	// byte); OneLiner fetches it and signs it in one command.
+	Download, OneLiner string
+	Error              string
 	// Action is where the form goes (the account page's link when
 	// empty); Intro starts the sentence naming the factor ("To link");
 	// Button labels the submit button.
@@ -117,7 +122,8 @@ func (h *Handler) accountView(r *http.Request, s *session.Session, l *loginData)
 	if err != nil {
 		return accountView{}, err
 	}
-	v := accountView{Handle: string(id.Handle), Created: date(id.Created), Factors: factorViews(a, recs, true), ByKey: l.byKey()}
+	v := accountView{Handle: string(id.Handle), Created: date(id.Created), Factors: factorViews(a, recs, true), ByKey: l.byKey(),
+		Certificates: certificateViews(a, recs, h.now())}
 	for i := range v.Factors {
 		f := &v.Factors[i]
 		f.Current = f.Kind == string(identity.KindOIDC) && f.Value == oidcValueView(s.Account) ||
@@ -148,10 +154,12 @@ func oidcValueView(f identity.Factor) string {
 	return sub + " at " + iss
 }
 
-// sshCommand and pgpCommand are what the sign page tells people to run.
+// sshCommand and pgpCommand are what the sign page tells people to run,
+// on the file statementFile.
 const (
-	sshCommand = "ssh-keygen -Y sign -n kith -f ~/.ssh/id_ed25519 kith-statement.txt"
-	pgpCommand = "gpg --clearsign kith-statement.txt"
+	statementFile = "kith-statement.txt"
+	sshCommand    = "ssh-keygen -Y sign -n kith -f ~/.ssh/id_ed25519 " + statementFile
+	pgpCommand    = "gpg --clearsign " + statementFile
 )
 
 // serveChallenge issues an add statement for an SSH key or OpenPGP key
@@ -191,6 +199,7 @@ func (h *Handler) serveChallenge(w http.ResponseWriter, r *http.Request) {
 	}
 	v := signView{Kind: kind, Factor: f.Value, Label: label, Statement: string(c.Statement), Encoded: base64.StdEncoding.EncodeToString(c.Statement)}
 	v.Command = commandFor(kind)
+	h.offerDownload(&v, c.Statement)
 	v.coSign(l)
 	h.render(w, r, http.StatusOK, signPage(h.pageFor(w, r, s, "Sign the statement"), v))
 }
@@ -226,6 +235,7 @@ func (h *Handler) serveVerify(w http.ResponseWriter, r *http.Request) {
 		v := signView{Kind: kind, Factor: c.Factor.Value, Label: ssh.SanitizeComment(r.PostFormValue("label")),
 			Statement: string(statement), Encoded: r.PostFormValue("statement"), Error: msg}
 		v.Command = commandFor(kind)
+		h.offerDownload(&v, statement)
 		v.coSign(l)
 		h.render(w, r, status, signPage(h.pageFor(w, r, s, "Sign the statement"), v))
 	}

@@ -65,18 +65,34 @@ func TestChromiumClaimLinkAndLoginByKey(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#handle"), "nora"),
 		chromedp.SetValue(chromedp.CSS("#key"), pub1),
 		chromedp.Click(chromedp.CSS(`form[action="/claim"] button[type=submit]`)))
+	step(t, ctx, "sign page", chromedp.WaitVisible(chromedp.CSS("#one-liner")))
+	shootWidths(t, ctx, "claim-sign")
+	// A signature over a copy that lost its final newline: the page says so.
+	enc, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`input[name=statement]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, ctx, "paste a signature over the statement without its final newline",
+		chromedp.SetValue(chromedp.CSS("#signature"), sshSign(t, k1, []byte(strings.TrimSuffix(string(st), "\n")))),
+		chromedp.Click(chromedp.CSS(`main form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS("#problem")))
+	if got := text(t, ctx, "#problem"); !strings.Contains(got, "without its final newline") {
+		t.Errorf("refusal %q names no cause", got)
+	}
+	shootWidths(t, ctx, "claim-hint")
 	signInBrowser(t, ctx, map[string]string{"signature": k1})
 
-	// The claim leads to the key login, the handle filled in.
-	step(t, ctx, "key login form", chromedp.WaitVisible(chromedp.CSS(`form[action="/login/key"]`)))
-	if h, _ := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#handle"))); h != "nora" {
-		t.Errorf("login form handle %q", h)
+	// The one signature claimed the handle and logged the browser in.
+	step(t, ctx, "claimed page", chromedp.WaitVisible(chromedp.CSS("#claimed")))
+	if got := text(t, ctx, "#claimed"); got != "You now own nora" {
+		t.Errorf("claimed page heading %q", got)
 	}
-	step(t, ctx, "fill in the login",
-		chromedp.SetValue(chromedp.CSS("#key"), pub1),
-		chromedp.Click(chromedp.CSS(`form[action="/login/key"] button[type=submit]`)))
-	signInBrowser(t, ctx, map[string]string{"signature": k1})
-	step(t, ctx, "account page", chromedp.WaitVisible(chromedp.CSS("#key-session-note")))
+	shootWidths(t, ctx, "claimed")
+	step(t, ctx, "account page", chromedp.Click(chromedp.CSS("#account-link")), chromedp.WaitVisible(chromedp.CSS("#key-session-note")))
 	if got := text(t, ctx, "#handle"); got != "nora" {
 		t.Fatalf("account page handle %q", got)
 	}

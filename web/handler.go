@@ -224,6 +224,8 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		{"GET /claim", h.serveClaimForm},
 		{"POST /claim", h.serveClaimChallenge},
 		{"POST /claim/verify", h.serveClaimVerify},
+		{"GET /claim/done", h.serveClaimed},
+		{"GET /statement", h.serveStatement},
 		{"GET /login/key", h.serveKeyLoginForm},
 		{"POST /login/key", h.serveKeyLoginChallenge},
 		{"POST /login/key/verify", h.serveKeyLoginVerify},

@@ -37,6 +37,7 @@ import (
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/oidc/oidctest"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web"
 )
 
@@ -153,7 +154,12 @@ func newSiteWith(t *testing.T, opts web.Options, withProviders bool, uploads key
 		t.Fatal(err)
 	}
 	blocks := &keyBlocklist{}
-	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server, Hosts: hosts, Blocklist: blocks})
+	ca, err := ssh.NewCA(bytes.Repeat([]byte{0x15}, ssh.CASeedSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.svc, err = identity.NewService(s.store, &verify.Verifier{Keys: s.store}, identity.ServiceOptions{Server: s.server, Hosts: hosts, Blocklist: blocks,
+		CA: verify.CertificateAuthority{CA: ca}})
 	if err != nil {
 		t.Fatal(err)
 	}

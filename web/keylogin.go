@@ -108,6 +108,7 @@ func (h *Handler) keyChallenge(w http.ResponseWriter, r *http.Request, purpose i
 	}
 	v := signView{Kind: string(f.Kind), Factor: f.Value, Label: label, Statement: string(c.Statement),
 		Encoded: base64.StdEncoding.EncodeToString(c.Statement), Command: commandFor(string(f.Kind))}
+	h.offerDownload(&v, c.Statement)
 	if purpose == identity.PurposeClaim {
 		v.Action, v.Intro, v.Button = "/claim/verify", "To claim "+form.Handle+" with", "Claim "+form.Handle
 	} else {
@@ -122,6 +123,39 @@ func signAction(v signView) string {
 		return v.Action
 	}
 	return "/account/verify"
+}
+
+// offerDownload gives a sign page the statement's download link and the
+// one command that fetches and signs it: the page's own signing command
+// (v.Command, set before), reading the statement from standard input.
+func (h *Handler) offerDownload(v *signView, statement []byte) {
+	v.Download = statementPath(statement)
+	v.OneLiner = "curl -fsS '" + h.publicURL() + v.Download + "' | " + strings.TrimSuffix(v.Command, " "+statementFile)
+}
+
+// statementPath is the URL path that serves statement as a file.
+func statementPath(statement []byte) string {
+	return "/statement?s=" + base64.RawURLEncoding.EncodeToString(statement)
+}
+
+// serveStatement serves a statement this server issued as the file to
+// sign, byte for byte, final newline included: a copy pasted into an
+// editor is easily saved without it, and then no signature verifies. It
+// serves only statements (named by the URL, which carries it whole):
+// nothing else can be made to look like a download from this server.
+func (h *Handler) serveStatement(w http.ResponseWriter, r *http.Request) {
+	b, err := base64.RawURLEncoding.DecodeString(r.URL.Query().Get("s"))
+	c, perr := identity.ParseStatement(b)
+	if err != nil || perr != nil || c.Server != h.deps.Identities.Server() {
+		h.fail(w, r, http.StatusNotFound, "No such statement", "This link does not carry a statement this server issued. Ask for a new one.")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="kith-statement.txt"`)
+	w.Header().Set("Cache-Control", "no-store")
+	if _, err := w.Write(c.Statement); err != nil && r.Context().Err() == nil {
+		h.log.WarnContext(r.Context(), "web: write statement", slog.Any("error", err))
+	}
 }
 
 func commandFor(kind string) string {
@@ -183,6 +217,7 @@ func (h *Handler) signAgain(w http.ResponseWriter, r *http.Request, c *identity.
 	if v.Command == "" {
 		v.Command = commandFor(string(c.Factor.Kind))
 	}
+	h.offerDownload(&v, c.Statement)
 	if e != nil {
 		v.Error = "Not done: " + refusalText(e) + "."
 		switch e.Code {
@@ -219,9 +254,48 @@ func (h *Handler) serveClaimVerify(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/hosts/"+url.PathEscape(name)+".known_hosts", http.StatusSeeOther)
 		return
 	}
-	// The claim is no login: logging in takes a login statement of its
-	// own, so that nobody is logged in by a statement signed for a claim.
-	http.Redirect(w, r, "/login/key?claimed=1&handle="+url.QueryEscape(string(c.Handle)), http.StatusSeeOther)
+	// The one signature that created the identity also logs this browser
+	// in, with the key it proved, as a login statement would: the claim
+	// proved the same possession, for the same handle, just now.
+	if err := h.keySession(w, r, c.Handle, c.Factor); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/claim/done", http.StatusSeeOther)
+}
+
+// keySession replaces the browser's session with one opened by the key,
+// for the identity handle.
+func (h *Handler) keySession(w http.ResponseWriter, r *http.Request, handle identity.Handle, key identity.Factor) error {
+	if err := h.endSession(w, r); err != nil {
+		return err
+	}
+	provider := "SSH key"
+	if key.Kind == identity.KindPGP {
+		provider = "OpenPGP key"
+	}
+	l := &loginData{Provider: provider, KeyKind: key.Kind, KeyValue: key.Value, AuthTime: h.now().UTC()}
+	_, err := h.openSession(w, r, handle, l)
+	return err
+}
+
+// serveClaimed tells the person who just claimed a handle that it is
+// theirs, and what to do next.
+func (h *Handler) serveClaimed(w http.ResponseWriter, r *http.Request) {
+	s, l, ok := h.requireUser(w, r)
+	if !ok {
+		return
+	}
+	p := h.pageFor(w, r, s, "You now own "+string(s.Handle))
+	h.render(w, r, http.StatusOK, claimedPage(p, claimedView{Handle: string(s.Handle), Key: l.KeyValue, Kind: string(l.KeyKind), Server: h.publicURL()}))
+}
+
+// claimedView is the page after a claim.
+type claimedView struct {
+	Handle string
+	// Key and Kind are the key that claimed it (and logged in).
+	Key, Kind string
+	Server    string
 }
 
 func (h *Handler) serveKeyLoginVerify(w http.ResponseWriter, r *http.Request) {
@@ -241,16 +315,7 @@ func (h *Handler) serveKeyLoginVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A new session replaces whatever this browser had.
-	if err := h.endSession(w, r); err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	provider := "SSH key"
-	if key.Kind == identity.KindPGP {
-		provider = "OpenPGP key"
-	}
-	l := &loginData{Provider: provider, KeyKind: key.Kind, KeyValue: key.Value, AuthTime: h.now().UTC()}
-	if _, err := h.openSession(w, r, handle, l); err != nil {
+	if err := h.keySession(w, r, handle, key); err != nil {
 		h.internal(w, r, err)
 		return
 	}

@@ -74,11 +74,16 @@ func TestClaimLinkAndLoginByKeyWithoutProvider(t *testing.T) {
 		t.Errorf("login page without providers offers no key login:\n%s", p.body)
 	}
 	p := b.claimByKey("nora", k1, pub1)
-	if p.status != http.StatusOK || p.url.Path != "/login/key" {
+	if p.status != http.StatusOK || p.url.Path != "/claim/done" || !strings.Contains(p.body, "You now own") {
 		t.Fatalf("claim: %d at %s:\n%s", p.status, p.url, p.body)
 	}
+	// The claim logged this browser in; a login statement logs in too.
+	if b.cookie("kith-session") == nil {
+		t.Fatal("the claim opened no session")
+	}
+	b.post("/logout", url.Values{"csrf": {p.csrf(t)}})
 	if b.cookie("kith-session") != nil {
-		t.Fatal("a claim statement opened a session")
+		t.Fatal("logout kept the session")
 	}
 	p = b.loginByKey("nora", k1, pub1)
 	if p.status != http.StatusOK || p.url.Path != "/account" || !strings.Contains(p.body, `id="key-session-note"`) {

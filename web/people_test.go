@@ -15,7 +15,7 @@ func TestSearchFindsPeople(t *testing.T) {
 	s := newKeySite(t)
 	b := s.browser()
 	k1, pub1 := sshKey(t)
-	if p := b.claimByKey("nora", k1, pub1); p.url.Path != "/login/key" {
+	if p := b.claimByKey("nora", k1, pub1); p.url.Path != "/claim/done" {
 		t.Fatalf("claim: %d at %s", p.status, p.url)
 	}
 	fp := sshFactor(t, pub1).Value

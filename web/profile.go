@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/ssh"
@@ -36,6 +37,66 @@ type factorView struct {
 	Unlinkable bool
 	// Current: the account the viewer's session logged in with.
 	Current bool
+}
+
+// Active reports whether the factor counts for its identity now: not
+// revoked and not expired.
+func (f factorView) Active() bool {
+	return f.Level != identity.LevelRevoked.String() && f.Level != identity.LevelExpired.String()
+}
+
+// inactiveCount is how many factors no longer count.
+func inactiveCount(fs []factorView) int {
+	n := 0
+	for _, f := range fs {
+		if !f.Active() {
+			n++
+		}
+	}
+	return n
+}
+
+// certificateView is one SSH certificate issued for an identity.
+type certificateView struct {
+	// Serial is the certificate's serial, the number of the record that
+	// published it.
+	Serial int64
+	// Key is the certified SSH key's fingerprint; KeyID the certificate's
+	// key ID.
+	Key, KeyID string
+	// ValidAfter and ValidBefore bound its validity.
+	ValidAfter, ValidBefore string
+	// State is "valid", "expired" or "revoked" (identity.CertificateState).
+	State string
+	Log   string
+}
+
+// certificateViews lists the certificates issued for the identity whose
+// assessment and records these are, newest first.
+func certificateViews(a *identity.Assessment, recs []identity.Evidence, now time.Time) []certificateView {
+	var out []certificateView
+	for i := range recs {
+		e := &recs[i]
+		if e.Method != identity.MethodSSHCertificate || e.Handle != a.Handle {
+			continue
+		}
+		out = append(out, certificateView{Serial: e.Seq, Key: e.From.Value, KeyID: e.Label,
+			ValidAfter: e.Created.UTC().Format(timeFormat), ValidBefore: e.Expires.UTC().Format(timeFormat),
+			State: identity.CertificateState(a, e, now), Log: fmt.Sprintf("/api/v1/log?after=%d&limit=1", e.Seq-1)})
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// timeFormat writes an instant to the minute.
+const timeFormat = "2006-01-02 15:04 MST"
+
+// authorizedKeysCommand fetches an identity's proven SSH keys into
+// ~/.ssh/authorized_keys, replacing the file only once the download
+// succeeded: run again, it gives the same file (no duplicates) and
+// drops revoked keys, which appending (>>) never does.
+func authorizedKeysCommand(server, handle string) string {
+	return "curl -fsS " + server + "/users/" + handle + ".keys -o ~/.ssh/authorized_keys.new && mv ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys"
 }
 
 // evidenceView is one evidence record in a factor's list.
@@ -196,7 +257,7 @@ func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Title = string(id.Handle)
 	factors := factorViews(a, recs, false)
-	v := profileView{Handle: string(id.Handle), Created: date(id.Created), Factors: factors,
+	v := profileView{Handle: string(id.Handle), Created: date(id.Created), Factors: factors, Certificates: certificateViews(a, recs, h.now()),
 		Picture: newPicture(string(id.Handle), factors), TallPicture: newTallPicture(string(id.Handle), factors), Server: h.publicURL()}
 	var keys []string
 	for _, f := range factors {
@@ -212,6 +273,8 @@ func (h *Handler) serveProfile(w http.ResponseWriter, r *http.Request) {
 type profileView struct {
 	Handle, Created string
 	Factors         []factorView
+	// Certificates are the SSH certificates issued for the identity.
+	Certificates []certificateView
 	// Picture is the identity drawn for a wide screen, TallPicture for a
 	// narrow one.
 	Picture, TallPicture picture
