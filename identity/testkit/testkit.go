@@ -10,10 +10,12 @@
 package testkit
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -129,14 +131,50 @@ func Root(t testing.TB, why string) {
 // FreePort returns a loopback TCP port that was free a moment ago, for a
 // server that must be told its port before it starts (sshd, sks, a kith
 // binary). A server the test runs in-process listens on port 0 instead.
+//
+// The port is drawn at random from below the kernel's ephemeral range
+// (ip_local_port_range), never from it: a port the kernel handed out for
+// a moment is the one it hands out next, for another test's port-0
+// listener or an outgoing connection's source port, and on a busy machine
+// one of those takes it before the server binds ("address already in
+// use"). Below that range only another FreePort can pick the same port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 200 {
+		port := freePortFloor + rand.IntN(low-freePortFloor)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free loopback port in [%d, %d) after 200 tries", freePortFloor, low)
+	return 0
+}
+
+// freePortFloor is the lowest port FreePort draws: above the well-known
+// and commonly configured ports (PostgreSQL's 5432, SKS's 11370/11371).
+const freePortFloor = 12000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range, or
+// Linux's default 32768 when it cannot be read or leaves no room below.
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return linuxDefault
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < freePortFloor+1000 {
+		return linuxDefault
+	}
+	return low
 }
 
 // FreeAddr is FreePort as a "127.0.0.1:PORT" address.

@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +45,23 @@ func TestToolSkipsWhenOneIsMissing(t *testing.T) {
 	})
 	if !skipped {
 		t.Fatal("Tool with one tool missing did not skip")
+	}
+}
+
+// TestFreePortIsBelowTheEphemeralRange: FreePort's ports come from below
+// the range the kernel hands out for port-0 listeners and outgoing
+// connections, and are free to bind.
+func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	for range 20 {
+		port := FreePort(t)
+		if port < freePortFloor || port >= low {
+			t.Fatalf("FreePort gave %d, outside [%d, %d)", port, freePortFloor, low)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("port %d: %v", port, err)
+		}
+		l.Close()
 	}
 }
