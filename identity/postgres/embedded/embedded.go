@@ -12,9 +12,10 @@
 // for who can connect). Clusters made before that are moved to it at
 // start.
 //
-// PostgreSQL refuses to run as root. When the calling process is root, the
-// cluster runs as an unprivileged system user (by default "postgres") that
-// owns the cluster directory.
+// PostgreSQL refuses to run as root. When the calling process is root, a
+// new cluster is made for an unprivileged system user (by default
+// "postgres"), and a cluster that exists runs as the user that owns its
+// directory: root never hands a cluster to another user.
 package embedded
 
 import (
@@ -56,8 +57,10 @@ type Options struct {
 	// Database is the database Kith uses; it is created when missing.
 	// Default "kith".
 	Database string
-	// User is the OS user that runs the server when the caller is root.
-	// Default "postgres". Ignored when the caller is not root.
+	// User is the OS user that owns and runs a new cluster when the caller
+	// is root. Default "postgres". Ignored when the caller is not root,
+	// and for a cluster that exists, which runs as the user that owns its
+	// directory (say, a service's user, after a tool run as root).
 	User string
 	// BinDir holds initdb and postgres. Empty means search: $PATH, then
 	// /usr/lib/postgresql/<newest>/bin, then /usr/local/pgsql/bin.
@@ -77,7 +80,9 @@ type Options struct {
 	// ReachableRoot is where the cluster lives instead when the caller is
 	// root and User cannot reach Dir (a checkout under a home only root
 	// can enter): a directory there named after Dir, with Dir a symbolic
-	// link to it. Default /var/lib/kith/clusters.
+	// link to it. Default /var/lib/kith-clusters, beside (not inside) the
+	// state directory /var/lib/kith of a Kith service, which systemd may
+	// hand to the service's user as a whole.
 	ReachableRoot string
 	// Logger receives the cluster's life-cycle events; the server's own
 	// output goes to Dir/log/postgres.log. Default: discard.
@@ -176,7 +181,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, owner, err := runAs(opts.User)
+	cred, owner, err := runAs(dir, opts.User, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +197,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := prepareDir(dir, owner); err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(dir)
+	lock, err := lockDir(dir, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +244,7 @@ func withDefaults(opts Options) Options {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.ReachableRoot == "" {
-		opts.ReachableRoot = "/var/lib/kith/clusters"
+		opts.ReachableRoot = "/var/lib/kith-clusters"
 	}
 	return opts
 }
@@ -286,6 +291,14 @@ func (c *Cluster) run(ctx context.Context) (*process, error) {
 	logFile, err := os.OpenFile(filepath.Join(logDir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: server log: %w", err)
+	}
+	if c.cred != nil {
+		// Root made or opened it: it stays the cluster user's, so that
+		// the cluster still starts when Kith runs as that user.
+		if err := logFile.Chown(int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			logFile.Close()
+			return nil, fmt.Errorf("embedded: server log: %w", err)
+		}
 	}
 	args := []string{"-D", dir, "-k", dir, "-p", strconv.Itoa(port), "-c", "listen_addresses="}
 	keys := make([]string, 0, len(c.opts.Settings))
@@ -667,10 +680,27 @@ func findBinDir(explicit string) (string, error) {
 }
 
 // runAs returns the credential to run the server with (nil when the caller
-// is not root) and the uid/gid that must own the cluster directory.
-func runAs(name string) (*syscall.Credential, *[2]int, error) {
+// is not root) and the uid/gid that must own the cluster directory dir.
+// A cluster that exists runs as the user that owns it, whatever name says:
+// handing it to name would lock its owner out (a service running as its
+// own user, after an operator ran a kith command as root). A new cluster
+// is made for name.
+func runAs(dir, name string, log *slog.Logger) (*syscall.Credential, *[2]int, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil, nil
+	}
+	owner, err := clusterOwner(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if owner != nil {
+		if owner[0] == 0 {
+			return nil, nil, fmt.Errorf("embedded: the cluster in %s belongs to root, and PostgreSQL refuses to run as root: give it to the user that should run it (chown -R USER: %s)", dir, dir)
+		}
+		if u, err := user.Lookup(name); err != nil || u.Uid != strconv.Itoa(owner[0]) {
+			log.Info("running the cluster as the user that owns it", "dir", dir, "owner", userName(owner[0]), "postgres_user", name)
+		}
+		return &syscall.Credential{Uid: uint32(owner[0]), Gid: uint32(owner[1])}, owner, nil
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -682,6 +712,40 @@ func runAs(name string) (*syscall.Credential, *[2]int, error) {
 		return nil, nil, fmt.Errorf("embedded: user %q is not an unprivileged user", name)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, &[2]int{uid, gid}, nil
+}
+
+// clusterOwner returns the uid and gid owning the cluster in dir (or
+// where a symbolic link there points), or nil when dir holds no
+// initialised cluster yet.
+func clusterOwner(dir string) (*[2]int, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("embedded: data directory: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("embedded: %s: no owner", real)
+	}
+	return &[2]int{int(sys.Uid), int(sys.Gid)}, nil
+}
+
+// userName is the name of uid, or the number when it has none.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }
 
 // prepareDir creates the cluster directory with the permissions PostgreSQL
@@ -771,12 +835,20 @@ func reachableDir(dir, root string, owner *[2]int, log *slog.Logger) (string, er
 }
 
 // lockDir takes an exclusive lock on a file beside the cluster directory, so
-// a second Kith on the same data directory fails at once.
-func lockDir(dir string) (*os.File, error) {
+// a second Kith on the same data directory fails at once. When root takes
+// it for a cluster owned by owner, the file stays owner's, so that a Kith
+// running as owner can take it later.
+func lockDir(dir string, owner *[2]int) (*os.File, error) {
 	path := dir + ".lock"
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: lock file: %w", err)
+	}
+	if owner != nil {
+		if err := f.Chown(owner[0], owner[1]); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("embedded: lock file: %w", err)
+		}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

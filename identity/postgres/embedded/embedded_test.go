@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -366,8 +368,18 @@ func TestClusterAsRootKeepsAnUnreachableCluster(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("17\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Made for the server's user, as Start makes them.
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		testkit.Missing(t, "the postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
 	root := filepath.Join(shortReachableDir(t), "clusters")
-	_, err := Start(t.Context(), Options{Dir: dir, ReachableRoot: root})
+	_, err = Start(t.Context(), Options{Dir: dir, ReachableRoot: root})
 	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("Start: %v, want advice to move the cluster", err)
 	}
@@ -415,4 +427,95 @@ func TestStartExistingCreatesNothing(t *testing.T) {
 	}
 	again, _ := startCluster(t, Options{Dir: c.opts.Dir, Existing: true})
 	exec1(t, again.URL(), "SELECT 1")
+}
+
+// owners returns the owner of the cluster directory, of everything in it,
+// and of the lock file beside it.
+func owners(t *testing.T, dir string) map[string]uint32 {
+	t.Helper()
+	found := map[string]uint32{}
+	paths := []string{dir + ".lock"}
+	err := filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err == nil {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			continue // a file the server removed meanwhile
+		}
+		found[p] = st.Uid
+	}
+	return found
+}
+
+// TestClusterAsRootRunsAsItsOwner: as root, a cluster that exists runs as
+// the user that owns its directory, not as Options.User (a root kith
+// log-key or load on the stopped cluster of a service that runs as its
+// own user), and stays that user's: no file of it, its log or its lock
+// file changes hands, so the service starts it again afterwards.
+func TestClusterAsRootRunsAsItsOwner(t *testing.T) {
+	owner := testkit.SystemUser(t)
+	dir := clusterDir(t)
+	// The service's cluster, made for its user.
+	c, _ := startCluster(t, Options{Dir: dir, User: owner.Username})
+	exec1(t, c.URL(), "CREATE TABLE t (v int)")
+	exec1(t, c.URL(), "INSERT INTO t VALUES (7)")
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.ParseUint(owner.Uid, 10, 32)
+	before := owners(t, dir)
+	if before[dir] != uint32(uid) {
+		t.Fatalf("the new cluster belongs to uid %d, want %s's %d", before[dir], owner.Username, uid)
+	}
+
+	// A store command run as root, with the default User (postgres).
+	c, logs := startCluster(t, Options{Dir: dir, Existing: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("the owner's data, started as root: %d, %v", v, err)
+	}
+	conn.Close(ctx)
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d", c.pid()), &st); err != nil || st.Uid != uint32(uid) {
+		t.Errorf("the server runs as uid %d (%v), want the cluster's owner %d", st.Uid, err, uid)
+	}
+	if !strings.Contains(logs.String(), "running the cluster as the user that owns it") ||
+		!strings.Contains(logs.String(), "owner="+owner.Username) {
+		t.Errorf("no log line says whom the cluster runs as:\n%s", logs)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for p, was := range before {
+		if now, ok := owners(t, dir)[p]; ok && now != was {
+			t.Errorf("%s changed hands: uid %d, was %d", p, now, was)
+		}
+	}
+	for p, now := range owners(t, dir) {
+		if _, old := before[p]; !old && now != uint32(uid) {
+			t.Errorf("%s, new, belongs to uid %d, not the cluster's owner", p, now)
+		}
+	}
+
+	// A cluster root owns cannot run: Start says so and touches nothing.
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(t.Context(), Options{Dir: dir, Existing: true})
+	if err == nil || !strings.Contains(err.Error(), "belongs to root") {
+		t.Fatalf("Start on a cluster root owns: %v", err)
+	}
 }
