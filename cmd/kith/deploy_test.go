@@ -104,7 +104,7 @@ func TestREADMESettingsFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.PostgresUser != "kith" || cfg.MetricsListen == "" || cfg.DataDir != "/var/lib/kith/kith-data" {
-		t.Errorf("the README's file gives postgres_user %q, metrics_listen %q, data_dir %q", cfg.PostgresUser, cfg.MetricsListen, cfg.DataDir)
+	if cfg.MetricsListen == "" || cfg.DataDir != "/var/lib/kith/kith-data" {
+		t.Errorf("the README's file gives metrics_listen %q, data_dir %q", cfg.MetricsListen, cfg.DataDir)
 	}
 }

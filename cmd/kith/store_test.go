@@ -5,9 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
 // TestStoreCommandsCreateNothing: each command that works on a server's
@@ -72,5 +76,59 @@ func TestLogKeyReadsTheStoreServeMade(t *testing.T) {
 	printed, err := cmd.Output()
 	if err != nil || string(printed) != served {
 		t.Fatalf("kith log-key in the server's directory: %q (%v), /log/key served %q", printed, err, served)
+	}
+}
+
+// TestRootStoreCommandLeavesTheServiceCluster: a store made by kith
+// running as a system user of its own (as the README's unit runs it)
+// still belongs to that user after root ran store commands on it while
+// it was stopped, and that user's kith starts it again. Root's kith ran
+// the cluster as its owner, not as postgres_user (postgres by default).
+func TestRootStoreCommandLeavesTheServiceCluster(t *testing.T) {
+	requirePostgresBinaries(t)
+	runuser := testkit.Tool(t, "runuser")
+	u := testkit.SystemUser(t)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	base := tempDir(t)
+	if err := os.Chown(base, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(base, "kith-data")
+	kith := func(asUser bool, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kithBinary(t), args...)
+		if asUser {
+			cmd = exec.Command(runuser, append([]string{"-u", u.Username, "--", kithBinary(t)}, args...)...)
+		}
+		cmd.Dir = base
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base}
+		var out, errb syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kith %s (as %s): %v\n%s", strings.Join(args, " "), map[bool]string{true: u.Username, false: "root"}[asUser], err, errb.String())
+		}
+		return out.String()
+	}
+	ownedByUser := func(when string) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(data, "postgres"), &st); err != nil || st.Uid != uint32(uid) {
+			t.Fatalf("%s: the cluster belongs to uid %d (%v), want %s's %d", when, st.Uid, err, u.Username, uid)
+		}
+	}
+
+	kith(true, "migrate", "--data-dir", data)
+	key := kith(true, "log-key", "--data-dir", data)
+	ownedByUser("made by its user")
+
+	if got := kith(false, "log-key", "--data-dir", data); got != key {
+		t.Errorf("root's kith log-key printed %q, the user's %q", got, key)
+	}
+	kith(false, "load", "--data-dir", data, writeTypicalDump(t, 1, 1))
+	ownedByUser("after root's log-key and load")
+
+	if got := kith(true, "log-key", "--data-dir", data); got != key {
+		t.Errorf("the user's kith log-key after root's commands printed %q, want %q", got, key)
 	}
 }
