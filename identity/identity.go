@@ -47,6 +47,7 @@ const (
 	CodeNotProven        Code = "not_proven"        // the authorising factor is not proven here
 	CodeNotAuthorized    Code = "not_authorized"    // no proven factor authorised the new one
 	CodeNotLinked        Code = "not_linked"        // nothing to revoke
+	CodeAlreadyRevoked   Code = "already_revoked"   // the link was revoked before: nothing to do
 	CodeUnsupported      Code = "unsupported"       // a factor kind this operation cannot take
 	CodeUploadRefused    Code = "upload_refused"    // the server's upload policy refuses the key
 	CodeHostNotAllowed   Code = "host_not_allowed"  // the operator's host list does not name the host

@@ -787,7 +787,13 @@ func (s *Service) revoke(ctx context.Context, c *Challenge, statement []byte, bv
 		if !a.Proven(bv.factor) {
 			return Refuse(CodeNotProven, "%s is not a proven factor of %q", bv.factor, c.Handle)
 		}
-		if st, ok := a.Status(c.Factor); !ok || st.Level < LevelExpired {
+		st, ok := a.Status(c.Factor)
+		switch {
+		case ok && st.Level == LevelRevoked:
+			// Revoked already: the identity's own listing says so, and a
+			// second revocation record would add nothing.
+			return Refuse(CodeAlreadyRevoked, "%s is already revoked from %q: nothing to do", c.Factor, c.Handle)
+		case !ok || st.Level < LevelExpired:
 			return Refuse(CodeNotLinked, "%s is not linked to %q", c.Factor, c.Handle)
 		}
 		return tx.Append(ctx, revocation(bv, c, statement, a, now))

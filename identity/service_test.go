@@ -746,7 +746,7 @@ func TestServiceRefusals(t *testing.T) {
 				return e.svc.Revoke(e.ctx, identity.RevokeRequest{Statement: c.Statement, By: *sign(k1, c.Statement)})
 			}
 		}},
-		{"revoking a factor twice", identity.CodeNotLinked, func(e *env) func() error {
+		{"revoking a factor twice", identity.CodeAlreadyRevoked, func(e *env) func() error {
 			e.claim("alice", k1)
 			e.add("alice", k2, true, k1)
 			e.revoke("alice", k2, k1)
@@ -795,7 +795,7 @@ func TestServiceRefusals(t *testing.T) {
 		identity.CodeStatementChanged, identity.CodeWrongServer, identity.CodeWrongPurpose, identity.CodeUnknownNonce,
 		identity.CodeNonceUsed, identity.CodeExpired, identity.CodeBadSignature, identity.CodeWrongNamespace,
 		identity.CodeWrongKey, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNotProven,
-		identity.CodeNotAuthorized, identity.CodeNotLinked, identity.CodeUnsupported, identity.CodeHostNotAllowed,
+		identity.CodeNotAuthorized, identity.CodeNotLinked, identity.CodeAlreadyRevoked, identity.CodeUnsupported, identity.CodeHostNotAllowed,
 	} {
 		if !covered[c] {
 			t.Errorf("no row for code %s", c)
@@ -1221,9 +1221,12 @@ func TestServiceRandomLinks(t *testing.T) {
 		case 2: // alice revokes
 			desc = fmt.Sprintf("alice revokes r%d", i)
 			err = e.revokeErr("alice", k, pA)
-			if m.proven() || m.claimed() {
+			switch {
+			case m.proven() || m.claimed():
 				m.revoke()
-			} else {
+			case m.revokedSince:
+				want = identity.CodeAlreadyRevoked
+			default:
 				want = identity.CodeNotLinked
 			}
 		case 3: // alice consents, with or without the SSH key's signature

@@ -308,7 +308,7 @@ func (h *Handler) refusal(w http.ResponseWriter, r *http.Request, title string, 
 	}
 	status := http.StatusBadRequest
 	switch code {
-	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNonceUsed:
+	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeAlreadyRevoked, identity.CodeNonceUsed:
 		status = http.StatusConflict
 	case identity.CodeUnknownIdentity, identity.CodeUnknownKey:
 		status = http.StatusNotFound

@@ -120,10 +120,16 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		}
 	}
 	if name == "claim" {
+		// The statement first: the server refuses a handle it keeps or
+		// that is taken before the key is uploaded.
+		stmt, err := c.Challenge(ctx, identity.PurposeClaim, handle, s.Factor())
+		if err != nil {
+			return err
+		}
 		if err := uploadPGP(ctx, env, c, s); err != nil {
 			return err
 		}
-		doc, err := c.Claim(ctx, handle, s)
+		doc, err := c.ClaimWith(ctx, handle, s, stmt)
 		if err != nil {
 			return err
 		}
@@ -153,7 +159,12 @@ func runIDCommand(ctx context.Context, env *environment, name, synopsis, summary
 		return err
 	}
 	if name == "revoke" {
-		if doc, err = c.Revoke(ctx, handle, fd, by); err != nil {
+		var refusal *client.Refusal
+		if doc, err = c.Revoke(ctx, handle, fd, by); errors.As(err, &refusal) && refusal.Code == identity.CodeAlreadyRevoked {
+			// What the command is for is true already: done.
+			fmt.Fprintf(env.stdout, "%s %s is already revoked from %s: nothing to do\n", fd.Kind, fd.Value, handle)
+			return nil
+		} else if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.stdout, "revoked %s %s from %s (%s), signed by %s\n", fd.Kind, fd.Value, doc.Handle, client.Assurance(doc, fd.Value), by)

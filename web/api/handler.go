@@ -192,7 +192,7 @@ func statusOf(c identity.Code) int {
 		return http.StatusNotFound
 	case identity.CodeRateLimited, identity.CodeRecipientCapped:
 		return http.StatusTooManyRequests
-	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeNonceUsed:
+	case identity.CodeHandleTaken, identity.CodeFactorLinked, identity.CodeAlreadyLinked, identity.CodeAlreadyRevoked, identity.CodeNonceUsed:
 		return http.StatusConflict
 	case identity.CodeExpired:
 		return http.StatusGone

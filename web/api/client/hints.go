@@ -24,6 +24,8 @@ func Hint(code identity.Code, handle string) string {
 		return "the key is proven for another identity; revoke it there first"
 	case identity.CodeAlreadyLinked:
 		return "nothing to do: the key is already proven"
+	case identity.CodeAlreadyRevoked:
+		return fmt.Sprintf("nothing to do: the key is already revoked ('kith id show %s' lists it as revoked)", handle)
 	case identity.CodeNotLinked:
 		return fmt.Sprintf("'kith id show %s' lists what is linked", handle)
 	case identity.CodeUnknownKey:

@@ -37,11 +37,20 @@ func (c *Client) Lookup(ctx context.Context, handle string) (api.IdentityDoc, er
 
 // Claim creates the identity handle, proven by s's signature.
 func (c *Client) Claim(ctx context.Context, handle string, s Signer) (api.IdentityDoc, error) {
-	var doc api.IdentityDoc
 	stmt, err := c.Challenge(ctx, identity.PurposeClaim, handle, s.Factor())
 	if err != nil {
-		return doc, err
+		return api.IdentityDoc{}, err
 	}
+	return c.ClaimWith(ctx, handle, s, stmt)
+}
+
+// ClaimWith is Claim answering the claim statement stmt, which
+// Challenge issued: asking for it first has the server check the handle
+// (its syntax, the names it keeps, whether it is taken) before anything
+// else is sent, such as an OpenPGP key (UploadKey), which the server
+// must hold before it can check the key's signature.
+func (c *Client) ClaimWith(ctx context.Context, handle string, s Signer, stmt string) (api.IdentityDoc, error) {
+	var doc api.IdentityDoc
 	sig, err := s.Sign(ctx, stmt)
 	if err != nil {
 		return doc, err
