@@ -57,9 +57,15 @@ const (
 	resultError    = "error"
 )
 
-// serveAdd answers POST /pks/add: 503 with Retry-After, before the body
-// is read, when the upload path admits no more requests at once.
+// serveAdd answers POST /pks/add. Before the body is read, it answers
+// 429 past the client's upload budget, and 503 when the upload path
+// admits no more requests at once (both with Retry-After).
 func (h *Handler) serveAdd(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.UploadLimit.Allow(w, r) {
+		h.metrics.added("rate_limited")
+		httpError(w, http.StatusTooManyRequests, "too many uploads from this address: try again later")
+		return
+	}
 	adm, ok := h.uploads.Admit()
 	if !ok {
 		h.metrics.added("busy")

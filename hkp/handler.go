@@ -17,6 +17,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -70,6 +71,15 @@ type Options struct {
 	// leaves the rest out, for the peer to ask again after its next round
 	// (an error would make SKS drop the whole batch).
 	MaxAnswerSize int
+	// UploadLimit counts each client's POST /pks/add (identity/ratelimit;
+	// the wiring shares it with the other upload routes); past it the
+	// answer is 429. Nil: no limit.
+	UploadLimit *ratelimit.Limiter
+	// EmailLookupLimit counts each client's lookups by email (op=get,
+	// index and vindex of an address, cached or not; the wiring shares it
+	// with the other routes that look up by email); past it the answer
+	// is 429. Nil: no limit.
+	EmailLookupLimit *ratelimit.Limiter
 	// CacheSize bounds the answer cache in bytes; negative disables it.
 	CacheSize int64
 	// CacheTTL is the longest a cached answer is served.

@@ -179,6 +179,11 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 		h.serveStats(w, r, l)
 		return
 	}
+	if l.query.Email != "" && !h.opts.EmailLookupLimit.Allow(w, r) {
+		h.metrics.lookup(l.op, "rate_limited")
+		httpError(w, http.StatusTooManyRequests, "too many lookups by email from this address: try again later")
+		return
+	}
 	// Email answers under hkp.email_lookup = "verified" skip the cache: a
 	// verification changes no key, so no key change would drop them.
 	useCache := h.opts.VerifiedEmails == nil || l.query.Email == "" || l.op == "hget"

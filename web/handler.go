@@ -140,6 +140,13 @@ type Options struct {
 	// ratelimit's) may press a minute (DefaultMailRequestsPerMinute when
 	// zero; negative: no cap).
 	MailRequestsPerMinute int
+	// UploadLimit counts each client's uploads (identity/ratelimit; the
+	// wiring shares it with the other upload routes); nil: no limit.
+	UploadLimit *ratelimit.Limiter
+	// EmailLookupLimit counts each client's searches for an email
+	// address (shared by the wiring with the other routes that look up
+	// by email); nil: no limit.
+	EmailLookupLimit *ratelimit.Limiter
 	// Logger receives the handler's logs; slog.Default() when nil. No
 	// token, code, secret or ID token is ever logged.
 	Logger *slog.Logger

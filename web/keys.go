@@ -165,6 +165,10 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, searchPage(p, q, nil, nil, false, "Type something to search for.", 0))
 		return
 	}
+	if s, err := keys.ParseSearch(q); err == nil && s.Email != "" && !h.opts.EmailLookupLimit.Allow(w, r) {
+		h.fail(w, r, http.StatusTooManyRequests, "Too many searches", "Too many searches for email addresses came from your address; try again in a minute.")
+		return
+	}
 	lucky := r.URL.Query().Get("lucky") != ""
 	people, jump, err := h.findPeople(r, q)
 	if err != nil {
@@ -370,10 +374,14 @@ func (h *Handler) serveUploadForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveUpload reads the pasted keys, runs each through the policy and the
-// store, and says per key what happened. When the upload path admits no
-// more requests at once, it answers 503 with Retry-After before reading
-// the body.
+// store, and says per key what happened. Before reading the body, it
+// answers 429 past the client's upload budget, and 503 when the upload
+// path admits no more requests at once (both with Retry-After).
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.UploadLimit.Allow(w, r) {
+		h.fail(w, r, http.StatusTooManyRequests, "Too many uploads", "Too many uploads came from your address; try again in a minute.")
+		return
+	}
 	adm, ok := h.deps.Uploads.Admit()
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))

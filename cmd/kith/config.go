@@ -18,8 +18,10 @@ import (
 	"github.com/kith-keyserver/kith/cmd/internal/clientaddr"
 	"github.com/kith-keyserver/kith/cmd/internal/settings"
 	"github.com/kith-keyserver/kith/hkp"
+	"github.com/kith-keyserver/kith/hkp/vks"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/oidc"
 )
 
@@ -59,6 +61,19 @@ type Config struct {
 	// ChallengesPerMinute caps how many identity challenges one client
 	// (identity/ratelimit's) may ask for a minute; negative means no cap.
 	ChallengesPerMinute int `toml:"challenges_per_minute"`
+	// MailRequestsPerMinute caps how many VKS requests for verification
+	// (or withdrawal) mails one client may make a minute; negative means
+	// no cap.
+	MailRequestsPerMinute int `toml:"mail_requests_per_minute"`
+	// UploadsPerMinute caps how many key uploads (POST /pks/add, VKS
+	// uploads and the upload page together) one client may make a
+	// minute; negative means no cap.
+	UploadsPerMinute int `toml:"uploads_per_minute"`
+	// EmailLookupsPerMinute caps how many lookups by email (HKP searches
+	// for an address, VKS by-email, WKD, the pages' searches for an
+	// address, together) one client may make a minute; negative means no
+	// cap.
+	EmailLookupsPerMinute int `toml:"email_lookups_per_minute"`
 	// TrustedProxies are the networks (CIDRs, or single addresses) of the
 	// proxies in front of Kith: from a peer inside one, the client is the
 	// right-most address of X-Forwarded-For (or Forwarded) that is not
@@ -252,6 +267,22 @@ type ReconPeer struct {
 	Enabled *bool `toml:"enabled"`
 }
 
+// The default per-client limits (identity/ratelimit: a minute's requests
+// at once, then one every 60/N seconds), the README's configuration table
+// says why.
+const (
+	// defaultUploadsPerMinute: a person uploads a handful of keys; an
+	// office behind one address, or a script sending a team's keys, stays
+	// well under it; one address can no longer keep the policy checks
+	// busy with thousands of keys a minute.
+	defaultUploadsPerMinute = 60
+	// defaultEmailLookupsPerMinute: a mail client looks up each
+	// recipient once (WKD, then HKP); an office behind one address stays
+	// under it, while harvesting which addresses have keys goes at one a
+	// second per address.
+	defaultEmailLookupsPerMinute = 60
+)
+
 // defaultMaxConns is the default database pool: four connections per
 // core. On 2 cores, 8 served as many cold lookups as 16 with a lower
 // tail (p99 9.0 ms against 11.6 ms at 32 clients) and more uploads
@@ -261,14 +292,17 @@ func defaultMaxConns() int { return 4 * runtime.NumCPU() }
 // defaultConfig returns the settings that apply when nothing says otherwise.
 func defaultConfig() Config {
 	return Config{
-		Listen:              "127.0.0.1:11371",
-		DataDir:             "./kith-data",
-		LogFormat:           "text",
-		LogLevel:            "info",
-		ShutdownTimeout:     settings.Duration(30 * time.Second),
-		PostgresUser:        "postgres",
-		DatabaseMaxConns:    defaultMaxConns(),
-		ChallengesPerMinute: 30,
+		Listen:                "127.0.0.1:11371",
+		DataDir:               "./kith-data",
+		LogFormat:             "text",
+		LogLevel:              "info",
+		ShutdownTimeout:       settings.Duration(30 * time.Second),
+		PostgresUser:          "postgres",
+		DatabaseMaxConns:      defaultMaxConns(),
+		ChallengesPerMinute:   30,
+		MailRequestsPerMinute: vks.DefaultRequestsPerMinute,
+		UploadsPerMinute:      defaultUploadsPerMinute,
+		EmailLookupsPerMinute: defaultEmailLookupsPerMinute,
 		Recon: ReconConfig{
 			Listen:   "127.0.0.1:11370",
 			Interval: settings.Duration(60 * time.Second),
@@ -312,6 +346,9 @@ func kithSettings() []settings.Setting[Config] {
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PostgresUser) }},
 		{"trusted_proxies", "`networks` (CIDRs, comma-separated) of the proxies whose X-Forwarded-For or Forwarded names the client; empty: those headers are ignored", func(c *Config) flag.Value { return (*settings.ListValue)(&c.TrustedProxies) }},
 		{"challenges_per_minute", "identity challenges one client (IPv4 address, IPv6 /64) may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.ChallengesPerMinute) }},
+		{"mail_requests_per_minute", "VKS requests for verification or withdrawal mails one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.MailRequestsPerMinute) }},
+		{"uploads_per_minute", "key uploads (POST /pks/add, VKS, the upload page) one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.UploadsPerMinute) }},
+		{"email_lookups_per_minute", "lookups by email (HKP, VKS, WKD, the pages' search) one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.EmailLookupsPerMinute) }},
 		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Recon.Listen) }},
 		{"recon.interval", "mean time between recon gossip rounds (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Recon.Interval) }},
 		{"web.session_lifetime", "how long a login lasts (a `duration`)", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.Web.SessionLifetime) }},
@@ -471,8 +508,14 @@ func (c Config) validate() error {
 	if c.DatabaseMaxConns < 1 || c.DatabaseMaxConns > 1000 {
 		return errors.New("setting database_max_conns: must be 1 to 1000")
 	}
-	if c.ChallengesPerMinute == 0 {
-		return errors.New("setting challenges_per_minute: must not be 0 (negative means no cap)")
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{"challenges_per_minute", c.ChallengesPerMinute}, {"mail_requests_per_minute", c.MailRequestsPerMinute},
+		{"uploads_per_minute", c.UploadsPerMinute}, {"email_lookups_per_minute", c.EmailLookupsPerMinute}} {
+		if l.v == 0 {
+			return fmt.Errorf("setting %s: must not be 0 (negative means no cap)", l.key)
+		}
 	}
 	if _, err := clientaddr.ParsePrefixes(c.TrustedProxies); err != nil {
 		return fmt.Errorf("setting trusted_proxies: %w", err)
@@ -513,6 +556,19 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// clientLimits are the per-client budgets that several routes share: a
+// client's uploads count alike through HKP, VKS and the pages, its
+// lookups by email through HKP, VKS, WKD and the pages.
+type clientLimits struct {
+	uploads, emailLookups *ratelimit.Limiter
+}
+
+// newClientLimits makes the shared budgets of uploads_per_minute and
+// email_lookups_per_minute (validate has checked them).
+func (c Config) newClientLimits() clientLimits {
+	return clientLimits{uploads: ratelimit.New(c.UploadsPerMinute, nil), emailLookups: ratelimit.New(c.EmailLookupsPerMinute, nil)}
 }
 
 // proxies is the resolver of clients behind trusted_proxies (validate

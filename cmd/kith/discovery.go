@@ -18,7 +18,7 @@ import (
 // mountDiscovery adds the VKS routes (and the mailed links' page) to mux,
 // and the Web Key Directory of the configured domains.
 func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, svc *identity.Service, ks *keys.Service,
-	log *slog.Logger) error {
+	limits clientLimits, log *slog.Logger) error {
 	mailer, err := cfg.mailer(log.With("component", "mail"))
 	if err != nil {
 		return err
@@ -28,13 +28,14 @@ func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *pos
 		return err
 	}
 	h, err := vks.NewHandler(st, ks, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
-		TokenKey: key, Mailer: mailer, Logger: log.With("component", "vks")})
+		TokenKey: key, Mailer: mailer, RequestsPerMinute: cfg.MailRequestsPerMinute,
+		UploadLimit: limits.uploads, EmailLookupLimit: limits.emailLookups, Logger: log.With("component", "vks")})
 	if err != nil {
 		return err
 	}
 	h.Register(mux)
 	if len(cfg.WKD.Domains) > 0 {
-		wkd.NewHandler(st, st, cfg.WKD.Domains, log.With("component", "wkd")).Register(mux)
+		wkd.NewHandler(st, st, cfg.WKD.Domains, limits.emailLookups, log.With("component", "wkd")).Register(mux)
 	}
 	return nil
 }

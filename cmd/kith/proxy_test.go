@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +124,84 @@ func TestForwardedHeadersAreIgnoredWithoutTrustedProxies(t *testing.T) {
 	}
 	if _, errOut, err := kithExecErr(t, "serve", "--trusted-proxies", "10.0.0.0/33"); err == nil || !strings.Contains(errOut, "setting trusted_proxies") {
 		t.Errorf("a bad trusted_proxies: %v %s", err, errOut)
+	}
+}
+
+// send makes one request as the client behind the proxy named by xff and
+// returns the status.
+func send(t *testing.T, srv *server, xff, method, path, contentType, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+srv.addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("X-Forwarded-For", xff)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+		t.Errorf("%s %s: 429 without Retry-After", method, path)
+	}
+	return resp.StatusCode
+}
+
+// TestUploadAndEmailLookupBudgetsAreSharedAcrossRoutes: through the real
+// binary behind a trusted proxy, a client's uploads count alike through
+// HKP and VKS, and its lookups by email through HKP, VKS and the pages:
+// switching protocols buys no new budget; another client has its own;
+// lookups by fingerprint are free.
+func TestUploadAndEmailLookupBudgetsAreSharedAcrossRoutes(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, tempDir(t), nil, "--database-url", pgtest.NewDatabase(t), "--trusted-proxies", "127.0.0.0/8",
+		"--uploads-per-minute", "2", "--email-lookups-per-minute", "3")
+	srv.waitHealth(t, 200, 2*time.Minute)
+	const form = "application/x-www-form-urlencoded"
+	hkpAdd := func(xff, uid string) int {
+		return send(t, srv, xff, "POST", "/pks/add", form, url.Values{"keytext": {armoredKey(t, uid)}}.Encode())
+	}
+	vksUpload := func(xff, uid string) int {
+		b, _ := json.Marshal(map[string]string{"keytext": armoredKey(t, uid)})
+		return send(t, srv, xff, "POST", "/vks/v1/upload", "application/json", string(b))
+	}
+	if code := hkpAdd("203.0.113.1", "Alice <alice@example.org>"); code != http.StatusOK {
+		t.Fatalf("first upload: %d", code)
+	}
+	if code := vksUpload("203.0.113.1", "Bob <bob@example.org>"); code != http.StatusOK {
+		t.Fatalf("second upload, through VKS: %d", code)
+	}
+	if code := hkpAdd("203.0.113.1", "Carol <carol@example.org>"); code != http.StatusTooManyRequests {
+		t.Errorf("third upload, through HKP: %d, want 429", code)
+	}
+	if code := vksUpload("203.0.113.1", "Carol <carol@example.org>"); code != http.StatusTooManyRequests {
+		t.Errorf("third upload, through VKS: %d, want 429", code)
+	}
+	if code := hkpAdd("203.0.113.2", "Carol <carol@example.org>"); code != http.StatusOK {
+		t.Errorf("another client's upload: %d", code)
+	}
+
+	get := func(xff, path string) int { return send(t, srv, xff, "GET", path, "", "") }
+	for i, path := range []string{"/pks/lookup?op=get&options=mr&search=alice@example.org",
+		"/vks/v1/by-email/alice@example.org", "/search?q=alice%40example.org"} {
+		if code := get("203.0.113.1", path); code == http.StatusTooManyRequests {
+			t.Fatalf("lookup by email %d (%s) refused within the budget", i+1, path)
+		}
+	}
+	if code := get("203.0.113.1", "/pks/lookup?op=index&options=mr&search=alice"); code != http.StatusOK {
+		t.Errorf("a search by words counted as one by email: %d", code)
+	}
+	for _, path := range []string{"/pks/lookup?op=index&options=mr&search=bob@example.org",
+		"/vks/v1/by-email/bob@example.org", "/search?q=bob@example.org"} {
+		if code := get("203.0.113.1", path); code != http.StatusTooManyRequests {
+			t.Errorf("%s past the budget: %d, want 429", path, code)
+		}
+	}
+	if code := get("203.0.113.2", "/vks/v1/by-email/alice@example.org"); code == http.StatusTooManyRequests {
+		t.Error("another client's lookup by email refused")
 	}
 }

@@ -154,12 +154,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 	}
+	limits := cfg.newClientLimits()
 	hkpOpts := hkp.Options{
-		Version:        version,
-		Logger:         log.With("component", "hkp"),
-		Registerer:     reg,
-		VerifiedEmails: hkpVerifiedEmails(cfg, st.Store),
-		MaxAnswerSize:  cfg.HKP.MaxAnswerBytes,
+		UploadLimit:      limits.uploads,
+		EmailLookupLimit: limits.emailLookups,
+		Version:          version,
+		Logger:           log.With("component", "hkp"),
+		Registerer:       reg,
+		VerifiedEmails:   hkpVerifiedEmails(cfg, st.Store),
+		MaxAnswerSize:    cfg.HKP.MaxAnswerBytes,
 		// op=stats names this server and node, and shows each recon
 		// peer's status.
 		Hostname: cfg.statsHostname(),
@@ -188,10 +191,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	hkpHandler.Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
-	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
+	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
 		return err
 	}
-	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, log); err != nil {
+	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
 		return err
 	}
 	// Every limit and log line after this reads the client from

@@ -122,7 +122,10 @@ func TestSoak(t *testing.T) {
 		GossipInterval: 0.5, // minutes
 	})
 	conf := filepath.Join(dir, "kith.toml")
+	// The load comes from one address: no per-client caps.
 	os.WriteFile(conf, []byte(fmt.Sprintf(`challenges_per_minute = -1
+uploads_per_minute = -1
+email_lookups_per_minute = -1
 log_level = "warn"
 [recon]
 interval = "20s"

@@ -19,7 +19,7 @@ import (
 
 // mountPages adds the web pages and the OpenID Connect login to mux.
 func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *identity.Service,
-	ks *keys.Service, log *slog.Logger) error {
+	ks *keys.Service, limits clientLimits, log *slog.Logger) error {
 	key, err := cookieKey(ctx, cfg, st)
 	if err != nil {
 		return fmt.Errorf("setting web.cookie_key_file: %w", err)
@@ -45,8 +45,10 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		SessionIdle:     time.Duration(cfg.Web.SessionIdle),
 		// With TLS of Kith's own, browsers on the plain listeners are sent
 		// to https: a cookie is only ever wanted there.
-		SecureCookies: cfg.Web.SecureCookies || cfg.TLS.enabled() || strings.HasPrefix(cfg.publicURL(), "https://"),
-		Logger:        log.With("component", "web"),
+		SecureCookies:    cfg.Web.SecureCookies || cfg.TLS.enabled() || strings.HasPrefix(cfg.publicURL(), "https://"),
+		UploadLimit:      limits.uploads,
+		EmailLookupLimit: limits.emailLookups,
+		Logger:           log.With("component", "web"),
 	})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)

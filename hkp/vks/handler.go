@@ -58,6 +58,13 @@ type Options struct {
 	// RequestsPerMinute caps mail requests per client (package
 	// ratelimit's; zero: the default; negative: no cap).
 	RequestsPerMinute int
+	// UploadLimit counts each client's uploads (shared by the wiring
+	// with the other upload routes); nil: no limit.
+	UploadLimit *ratelimit.Limiter
+	// EmailLookupLimit counts each client's by-email lookups (shared by
+	// the wiring with the other routes that look up by email); nil: no
+	// limit.
+	EmailLookupLimit *ratelimit.Limiter
 	// Logger gets the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now).

@@ -44,6 +44,10 @@ func (h *Handler) serveByKeyID(w http.ResponseWriter, r *http.Request) {
 // serveByEmail answers /vks/v1/by-email/{EMAIL}: the keys for which the
 // address is verified, with only verified addresses.
 func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.EmailLookupLimit.Allow(w, r) {
+		textError(w, http.StatusTooManyRequests, "too many lookups by email from this address: try again later")
+		return
+	}
 	addr, ok := parseAddress(r.PathValue("email"))
 	if !ok {
 		textError(w, http.StatusBadRequest, "not an email address")

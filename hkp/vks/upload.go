@@ -43,9 +43,14 @@ type Response struct {
 // serveUpload answers POST /vks/v1/upload, {"keytext": "..."}: one key,
 // armored (or binary in the string), through the key policy.
 //
-// When the upload path admits no more requests at once, it answers 503
-// with Retry-After before reading the body.
+// Before reading the body, it answers 429 past the client's upload budget,
+// and 503 when the upload path admits no more requests at once (both with
+// Retry-After).
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.UploadLimit.Allow(w, r) {
+		jsonError(w, http.StatusTooManyRequests, "too many uploads from this address: try again later")
+		return
+	}
 	adm, ok := h.uploads.Admit()
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))

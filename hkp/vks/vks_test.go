@@ -27,6 +27,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -51,6 +52,9 @@ type env struct {
 type envOptions struct {
 	perMinute int
 	mailer    mail.Sender
+	// uploadsPerMinute and lookupsPerMinute: the shared budgets (zero:
+	// none).
+	uploadsPerMinute, lookupsPerMinute int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -73,9 +77,16 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.perMinute == 0 {
 		o.perMinute = -1
 	}
+	limit := func(n int) *ratelimit.Limiter {
+		if n == 0 {
+			return nil
+		}
+		return ratelimit.New(n, now)
+	}
 	ks := keys.NewService(e.st, keys.Options{Policy: pgp.DefaultPolicy(), Identities: svc, Logger: slog.New(slog.DiscardHandler)})
 	h, err := vks.NewHandler(e.st, ks, e.st, svc, vks.Options{PublicURL: srv.URL, Server: "Kith <" + srv.URL + ">",
-		TokenKey: bytes.Repeat([]byte{7}, 32), Mailer: mailer, RequestsPerMinute: o.perMinute, Now: now, Logger: slog.New(slog.DiscardHandler)})
+		TokenKey: bytes.Repeat([]byte{7}, 32), Mailer: mailer, RequestsPerMinute: o.perMinute, Now: now,
+		UploadLimit: limit(o.uploadsPerMinute), EmailLookupLimit: limit(o.lookupsPerMinute), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,5 +510,29 @@ func TestFreshKeysCannotFloodOneMailbox(t *testing.T) {
 	e.link("other@example.net")
 	if n := e.smtp.Pending(); n != 0 {
 		t.Errorf("%d more mails went out", n)
+	}
+}
+
+// TestUploadsAndEmailLookupsAreLimitedPerClient: past a client's budget
+// an upload answers 429 in JSON and a by-email lookup 429 in text, both
+// with Retry-After; lookups by fingerprint do not count.
+func TestUploadsAndEmailLookupsAreLimitedPerClient(t *testing.T) {
+	e := newEnv(t, envOptions{uploadsPerMinute: 1, lookupsPerMinute: 1})
+	a := e.upload(newKey(t, "Alice <alice@example.org>"))
+	if code, body := e.do("POST", "/vks/v1/upload", `{"keytext": "x"}`); code != 429 || !strings.Contains(body, `"error"`) {
+		t.Errorf("an upload past the budget: %d %s", code, body)
+	}
+	if code, _ := e.do("GET", "/vks/v1/by-fingerprint/"+a.KeyFpr, ""); code != 200 {
+		t.Errorf("by-fingerprint: %d", code)
+	}
+	if code, _ := e.do("GET", "/vks/v1/by-email/alice@example.org", ""); code != 404 {
+		t.Errorf("by-email within the budget: %d", code)
+	}
+	if code, body := e.do("GET", "/vks/v1/by-email/alice@example.org", ""); code != 429 || !strings.Contains(body, "by email") {
+		t.Errorf("by-email past the budget: %d %s", code, body)
+	}
+	e.advance(time.Minute)
+	if code, _ := e.do("GET", "/vks/v1/by-email/alice@example.org", ""); code != 404 {
+		t.Errorf("by-email a minute later: %d", code)
 	}
 }

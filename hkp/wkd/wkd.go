@@ -26,6 +26,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -44,15 +45,19 @@ type Handler struct {
 	keys     keys.Finder
 	verified identity.VerifiedEmailReader
 	domains  []string
+	lookups  *ratelimit.Limiter
 	log      *slog.Logger
 }
 
-// NewHandler returns a Handler for the lower-case mail domains.
-func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, domains []string, log *slog.Logger) *Handler {
+// NewHandler returns a Handler for the lower-case mail domains. lookups
+// counts each client's key lookups, which are lookups by email (the
+// wiring shares it with the other routes that look up by email); past it
+// the answer is 429; nil: no limit.
+func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, domains []string, lookups *ratelimit.Limiter, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{keys: finder, verified: verified, domains: slices.Clone(domains), log: log}
+	return &Handler{keys: finder, verified: verified, domains: slices.Clone(domains), lookups: lookups, log: log}
 }
 
 // Register adds the WKD routes to mux.
@@ -108,6 +113,12 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 	local := r.URL.Query().Get("l")
 	if !h.serves(domain) || local == "" || len(hash) != 32 || Hash(local) != hash || strings.ContainsAny(local, "@ <>") {
 		notFound(w)
+		return
+	}
+	if !h.lookups.Allow(w, r) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write([]byte("too many lookups from this address: try again later\n"))
 		return
 	}
 	addr := strings.ToLower(local + "@" + domain)

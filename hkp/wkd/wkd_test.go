@@ -23,6 +23,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/mail/mailtest"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
@@ -62,6 +63,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvLimited(t, nil)
+}
+
+// newEnvLimited is newEnv whose key lookups count against lookups.
+func newEnvLimited(t *testing.T, lookups *ratelimit.Limiter) *env {
+	t.Helper()
 	e := &env{t: t, st: pgtest.NewStore(t), smtp: mailtest.Start(t, mailtest.Options{})}
 	var err error
 	e.svc, err = identity.NewService(e.st, &verify.Verifier{Keys: e.st}, identity.ServiceOptions{Server: "Kith <http://test>"})
@@ -69,7 +76,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	wkd.NewHandler(e.st, e.st, []string{"example.org"}, slog.New(slog.DiscardHandler)).Register(mux)
+	wkd.NewHandler(e.st, e.st, []string{"example.org"}, lookups, slog.New(slog.DiscardHandler)).Register(mux)
 	e.h = mux
 	return e
 }
@@ -209,5 +216,27 @@ func TestGPGWKSClientURLsAnswerOnlyVerifiedKeys(t *testing.T) {
 	}
 	if code, _ := e.get("other.example", "/.well-known/openpgpkey/policy"); code != 404 {
 		t.Errorf("policy of an unserved domain: %d", code)
+	}
+}
+
+// TestKeyLookupsAreLimitedPerClient: a key lookup is a lookup by email;
+// past the client's budget it answers 429 with Retry-After, while the
+// policy files stay free.
+func TestKeyLookupsAreLimitedPerClient(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	e := newEnvLimited(t, ratelimit.New(1, func() time.Time { return now }))
+	path := "/.well-known/openpgpkey/example.org/hu/" + wkd.Hash("alice") + "?l=alice"
+	if code, _ := e.get("openpgpkey.example.org", path); code != http.StatusNotFound {
+		t.Fatalf("within the budget: %d", code)
+	}
+	if code, _ := e.get("openpgpkey.example.org", "/.well-known/openpgpkey/example.org/policy"); code != http.StatusOK {
+		t.Errorf("policy: %d", code)
+	}
+	r := httptest.NewRequest("GET", path, nil)
+	r.Host = "openpgpkey.example.org"
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" {
+		t.Errorf("past the budget: %d Retry-After %q", w.Code, w.Header().Get("Retry-After"))
 	}
 }
