@@ -48,7 +48,9 @@ func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgre
 		SecureCookies:    cfg.Web.SecureCookies || cfg.TLS.enabled() || strings.HasPrefix(cfg.publicURL(), "https://"),
 		UploadLimit:      limits.uploads,
 		EmailLookupLimit: limits.emailLookups,
-		Logger:           log.With("component", "web"),
+		// The pages' mail buttons: as many as the VKS API's requests.
+		MailRequestsPerMinute: cfg.MailRequestsPerMinute,
+		Logger:                log.With("component", "web"),
 	})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)
