@@ -6,6 +6,7 @@ package pgp
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type Description struct {
 	Expires time.Time
 	// Revoked is set when the key carries a valid self-revocation.
 	Revoked bool
+	// Revocation is the newest valid self-revocation's date and reason
+	// (zero when Revoked is not set).
+	Revocation Revocation
 	// Capabilities of the primary key (from its key flags, or its algorithm).
 	Capabilities Capabilities
 	// UserIDs are the kept user IDs in canonical order.
@@ -89,6 +93,9 @@ type UserID struct {
 	// Revoked is set when a valid self-revocation is newer than every valid
 	// self-certification.
 	Revoked bool
+	// Revocation is that self-revocation's date and reason (zero when
+	// Revoked is not set).
+	Revocation Revocation
 	// Primary is set on the one primary user ID (the newest certification
 	// with the primary-user-ID flag, else the newest certification).
 	Primary bool
@@ -98,6 +105,52 @@ type UserID struct {
 	Certifications []Certification
 	Attested       bool
 }
+
+// Revocation is when and why a key, user ID or subkey was revoked, as the
+// revocation signature says.
+type Revocation struct {
+	// At is the revocation signature's creation time.
+	At time.Time
+	// Reason is the signature's Reason for Revocation subpacket (RFC 9580
+	// section 5.2.3.31); nil when it carries none.
+	Reason *RevocationReason
+}
+
+// RevocationReason is a revocation's stated reason: a code and the
+// holder's free text.
+type RevocationReason struct {
+	// Code is the reason code: 0 no reason specified, 1 superseded,
+	// 2 compromised, 3 retired (keys), 32 user ID no longer valid.
+	Code uint8
+	// Text is the human-readable explanation, as the holder wrote it.
+	Text string
+}
+
+// CodeName spells out the reason code, e.g. "key material has been
+// compromised".
+func (r RevocationReason) CodeName() string {
+	switch r.Code {
+	case 0:
+		return "no reason specified"
+	case 1:
+		return "key is superseded"
+	case 2:
+		return "key material has been compromised"
+	case 3:
+		return "key is retired and no longer used"
+	case 32:
+		return "user ID information is no longer valid"
+	}
+	return fmt.Sprintf("reason code %d", r.Code)
+}
+
+// revocationOf returns the revocation s describes.
+func revocationOf(s *selfSig) Revocation {
+	return Revocation{At: s.created, Reason: s.reason}
+}
+
+// newer reports whether s is a revocation newer than r.
+func (r Revocation) newer(s *selfSig) bool { return r.At.IsZero() || s.created.After(r.At) }
 
 // Certification is a third-party certification of a user ID.
 type Certification struct {
@@ -109,15 +162,18 @@ type Certification struct {
 
 // Subkey is one kept subkey.
 type Subkey struct {
-	Version      int
-	Fingerprint  []byte
-	KeyID        uint64
-	Algorithm    packet.PublicKeyAlgorithm
-	Bits         int
-	Curve        string
-	Created      time.Time
-	Expires      time.Time // zero: never
-	Revoked      bool
+	Version     int
+	Fingerprint []byte
+	KeyID       uint64
+	Algorithm   packet.PublicKeyAlgorithm
+	Bits        int
+	Curve       string
+	Created     time.Time
+	Expires     time.Time // zero: never
+	Revoked     bool
+	// Revocation is the newest valid revocation's date and reason (zero
+	// when Revoked is not set).
+	Revocation   Revocation
 	Capabilities Capabilities
 	// SignedBySubkey is set when the newest binding embeds a valid
 	// signature by the subkey itself (a primary-key binding signature):
@@ -179,6 +235,9 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 	for _, s := range direct {
 		if s.self != nil && s.self.revocation {
 			d.Revoked = true
+			if d.Revocation.newer(s.self) {
+				d.Revocation = revocationOf(s.self)
+			}
 		}
 		consider(s.self)
 	}
@@ -190,6 +249,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 		u := UserID{Text: string(c.pkt.Body), Email: UserIDAddress(string(c.pkt.Body))}
 		var cert *selfSig
 		var revokedAt time.Time
+		var revocation Revocation
 		for _, s := range c.sigs {
 			if s.self == nil {
 				if s.info.sigType >= sigTypeGenericCert && s.info.sigType <= sigTypePositiveCert {
@@ -204,6 +264,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 			if s.self.revocation {
 				if s.self.created.After(revokedAt) {
 					revokedAt = s.self.created
+					revocation = revocationOf(s.self)
 				}
 				continue
 			}
@@ -212,6 +273,9 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 			}
 		}
 		u.Revoked = !revokedAt.IsZero() && (cert == nil || !revokedAt.Before(cert.created))
+		if u.Revoked {
+			u.Revocation = revocation
+		}
 		if cert != nil {
 			u.Created = cert.created
 			if cert.sigLifetime > 0 {
@@ -257,6 +321,9 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 			case sg.self == nil:
 			case sg.self.revocation:
 				s.Revoked = true
+				if s.Revocation.newer(sg.self) {
+					s.Revocation = revocationOf(sg.self)
+				}
 			case bind == nil || !sg.self.created.Before(bind.created):
 				bind = sg.self
 			}

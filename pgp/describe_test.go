@@ -91,3 +91,34 @@ func TestDescribeV6Key(t *testing.T) {
 		t.Errorf("v6 description %+v", d)
 	}
 }
+
+// TestDescribeRevocationDateAndReason: a revoked key and a revoked subkey
+// say when and why, from their revocation signatures.
+func TestDescribeRevocationDateAndReason(t *testing.T) {
+	alice := genEntity(t, "Alice Example", "alice@example.org", 1)
+	revokedAt := testTime.Add(3 * time.Hour)
+	if err := alice.RevokeSubkey(&alice.Subkeys[0], packet.KeySuperseded, "new laptop", sigConfig(revokedAt)); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.RevokeKey(packet.KeyCompromised, "the laptop was stolen", sigConfig(revokedAt.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	d := mustParse(t, entityBytes(t, alice)).Describe()
+	if !d.Revoked || !d.Revocation.At.Equal(revokedAt.Add(time.Hour)) || d.Revocation.Reason == nil ||
+		d.Revocation.Reason.Code != 2 || d.Revocation.Reason.Text != "the laptop was stolen" ||
+		d.Revocation.Reason.CodeName() != "key material has been compromised" {
+		t.Errorf("key revocation %v %+v", d.Revoked, d.Revocation)
+	}
+	if len(d.Subkeys) != 1 {
+		t.Fatalf("%d subkeys", len(d.Subkeys))
+	}
+	s := d.Subkeys[0]
+	if !s.Revoked || !s.Revocation.At.Equal(revokedAt) || s.Revocation.Reason == nil || s.Revocation.Reason.Code != 1 || s.Revocation.Reason.Text != "new laptop" {
+		t.Errorf("subkey revocation %v %+v", s.Revoked, s.Revocation)
+	}
+	for _, u := range d.UserIDs {
+		if u.Revoked || !u.Revocation.At.IsZero() {
+			t.Errorf("user ID %q revoked: %+v", u.Text, u.Revocation)
+		}
+	}
+}

@@ -52,6 +52,9 @@ type selfSig struct {
 	flags       uint8 // key flags, first octet
 	primaryID   bool
 	revocation  bool
+	// reason is a revocation's Reason for Revocation subpacket (code and
+	// text), if it carries one.
+	reason *RevocationReason
 	// attestation: an attestation key signature (attest.go), which says
 	// nothing about the user ID or the key itself.
 	attestation bool
@@ -127,6 +130,9 @@ func verifySelfSig(batch *ed25519Batch, bud *keyBudget, primary *keyMaterial, s 
 	}
 	if gs.IsPrimaryId != nil {
 		ss.primaryID = *gs.IsPrimaryId
+	}
+	if ss.revocation && gs.RevocationReason != nil {
+		ss.reason = &RevocationReason{Code: uint8(*gs.RevocationReason), Text: gs.RevocationReasonText}
 	}
 	if gs.FlagsValid {
 		ss.flags = flagsOf(gs)
