@@ -23,6 +23,9 @@ type Query struct {
 	Digests [][16]byte
 	// Fingerprints matches primary keys by their exact fingerprints.
 	Fingerprints [][]byte
+	// PrimaryKeyIDs matches primary keys (not subkeys) by their 64-bit
+	// key IDs, in one lookup: e.g. the issuers of a key's certifications.
+	PrimaryKeyIDs []uint64
 	// Limit caps the result; the store returns at most Limit keys and
 	// reports whether more matched. Zero means no limit.
 	Limit int

@@ -53,6 +53,12 @@ func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool
 		sel, arg = `SELECT id FROM keys WHERE digest = ANY($1)`, ds
 	case len(q.Fingerprints) > 0:
 		sel, arg = `SELECT id FROM keys WHERE fingerprint = ANY($1)`, q.Fingerprints
+	case len(q.PrimaryKeyIDs) > 0:
+		ids := make([]int64, len(q.PrimaryKeyIDs))
+		for i, id := range q.PrimaryKeyIDs {
+			ids[i] = int64(id)
+		}
+		sel, arg = `SELECT id FROM keys WHERE long_id = ANY($1)`, ids
 	default:
 		return nil, false, errors.New("postgres: find keys: empty query")
 	}

@@ -132,6 +132,7 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 		"subkey FP":    {Fingerprint: d.Subkeys[0].Fingerprint},
 		"subkey ID":    {KeyID: d.Subkeys[0].KeyID},
 		"subkey 32bit": {ShortKeyID: d.Subkeys[0].KeyID32(), HasShortKeyID: true},
+		"primary IDs":  {PrimaryKeyIDs: []uint64{d.KeyID ^ 1, d.KeyID}},
 	}
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
@@ -156,6 +157,9 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 	byDigest, err := s.KeysByDigest(ctx, [][16]byte{k.Digest(), {1, 2, 3}})
 	if err != nil || len(byDigest) != 1 {
 		t.Fatalf("KeysByDigest: %d keys, %v", len(byDigest), err)
+	}
+	if sub, _, err := s.FindKeys(ctx, keys.Query{PrimaryKeyIDs: []uint64{d.Subkeys[0].KeyID}}); err != nil || len(sub) != 0 {
+		t.Fatalf("a subkey's ID as a primary key ID: %d keys, %v", len(sub), err)
 	}
 	none, more, err := s.FindKeys(ctx, keys.Query{Email: "nobody@example.invalid"})
 	if err != nil || len(none) != 0 || more {

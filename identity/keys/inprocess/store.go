@@ -377,6 +377,8 @@ func matcher(q keys.Query) (func(*record) bool, error) {
 		return func(r *record) bool {
 			return slices.ContainsFunc(q.Fingerprints, func(fp []byte) bool { return bytes.Equal(fp, r.desc.Fingerprint) })
 		}, nil
+	case len(q.PrimaryKeyIDs) > 0:
+		return func(r *record) bool { return slices.Contains(q.PrimaryKeyIDs, r.desc.KeyID) }, nil
 	}
 	return nil, errors.New("inprocess: find keys: empty query")
 }

@@ -73,6 +73,7 @@ func TestStoreFindsAKeyEveryWayAndMergesNewUserIDs(t *testing.T) {
 		{Words: []string{"alice", "liddell"}},
 		{Digests: [][16]byte{first.Digest()}},
 		{Fingerprints: [][]byte{d.Fingerprint}},
+		{PrimaryKeyIDs: []uint64{d.KeyID + 1, d.KeyID}},
 	} {
 		found, more, err := st.FindKeys(ctx, q)
 		if err != nil || more || len(found) != 1 || !bytes.Equal(found[0].Packets, first.Bytes()) {
