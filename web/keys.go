@@ -49,13 +49,15 @@ type uidSummary struct {
 
 // keyView is a key's page.
 type keyView struct {
-	Fingerprint  string
-	Grouped      string
-	KeyID        string
-	Algorithm    string
-	Created      string
-	Expires      string
-	Revoked      bool
+	Fingerprint string
+	Grouped     string
+	KeyID       string
+	Algorithm   string
+	Created     string
+	Expires     string
+	Revoked     bool
+	// Revocation says when and why the key was revoked (empty when not).
+	Revocation   revocationView
 	Expired      bool
 	Capabilities string
 	UserIDs      []uidView
@@ -64,16 +66,47 @@ type keyView struct {
 	Armored      string
 	// Identities are the handles the key is proven for.
 	Identities []string
+	// Certified: a user ID carries certifications by other keys, so the
+	// holder may want to choose which to publish (attestation).
+	Certified bool
+}
+
+// revocationView is when and why something was revoked, as its
+// revocation signature says.
+type revocationView struct {
+	Date   string
+	Reason string // the reason code spelled out; empty when none given
+	Text   string // the holder's own words
+}
+
+// because is ": " and the reason, or nothing when none was given.
+func (v revocationView) because() string {
+	if v.Reason == "" {
+		return ""
+	}
+	return ": " + v.Reason
+}
+
+// revocation is r as the page shows it.
+func revocation(r pgp.Revocation) revocationView {
+	v := revocationView{Date: date(r.At)}
+	if r.Reason != nil {
+		v.Reason, v.Text = r.Reason.CodeName(), r.Reason.Text
+	}
+	return v
 }
 
 // uidView is one user ID of a key's page.
 type uidView struct {
-	Text    string
-	Email   string
-	Status  string // valid, revoked or expired
-	Primary bool
-	Created string
-	Expires string
+	Text   string
+	Email  string
+	Status string // valid, revoked or expired
+	// Revocation is the user ID's own revocation (empty when only the
+	// key is revoked, or nothing is).
+	Revocation revocationView
+	Primary    bool
+	Created    string
+	Expires    string
 	// Corroborated: a provider verified this email for the identity the
 	// key is proven for.
 	Corroborated bool
@@ -90,6 +123,10 @@ type uidView struct {
 type certView struct {
 	Issuer  string // key ID, 16 hex digits
 	Created string
+	// Name is the certifying key's primary user ID and Fingerprint its
+	// fingerprint, when the store holds exactly one key with that ID.
+	Name        string
+	Fingerprint string
 }
 
 // subkeyView is one subkey of a key's page.
@@ -100,6 +137,7 @@ type subkeyView struct {
 	Created      string
 	Expires      string
 	Status       string
+	Revocation   revocationView
 }
 
 func date(t time.Time) string {
@@ -231,18 +269,93 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, searchPage(p, q, people, out, more, "", h.opts.MaxResults))
 }
 
-// findKey returns the stored key with the primary fingerprint fp.
+// findKey returns the stored key with the fingerprint fp: the key whose
+// primary key it is, else the key holding a subkey with it.
 func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) {
-	keys, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
+	found, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
 	if err != nil {
 		return nil, fmt.Errorf("web: find key: %w", err)
 	}
-	for i := range keys {
-		if bytes.Equal(keys[i].Fingerprint, fp) {
-			return &keys[i], nil
+	for i := range found {
+		if bytes.Equal(found[i].Fingerprint, fp) {
+			return &found[i], nil
 		}
 	}
+	if len(found) > 0 {
+		return &found[0], nil
+	}
 	return nil, nil
+}
+
+// parseKeyID reads a 64-bit key ID (16 hex digits, 0x optional).
+func parseKeyID(s string) (uint64, bool) {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	if len(s) != 16 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	return id, err == nil
+}
+
+// serveKeyID sends a key ID's page to the page of the one key whose
+// primary key or subkey has that ID, or to the search when several do.
+func (h *Handler) serveKeyID(w http.ResponseWriter, r *http.Request, id uint64) {
+	found, _, err := h.deps.Keys.FindKeys(r.Context(), keys.Query{KeyID: id, Limit: 2, InlineBytes: -1, NoUserIDs: true})
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("web: find key ID: %w", err))
+		return
+	}
+	switch len(found) {
+	case 0:
+		h.fail(w, r, http.StatusNotFound, "No such key", fmt.Sprintf("This server holds no key with the key ID %016X.", id))
+	case 1:
+		http.Redirect(w, r, "/keys/"+strings.ToUpper(hex.EncodeToString(found[0].Fingerprint)), http.StatusSeeOther)
+	default:
+		http.Redirect(w, r, fmt.Sprintf("/search?q=0x%016X", id), http.StatusSeeOther)
+	}
+}
+
+// maxCertifiers bounds the certifying keys one key page looks up (in one
+// query); certifications beyond them show bare key IDs.
+const maxCertifiers = 500
+
+// certifiers returns, for the issuers of the key's certifications, the
+// fingerprint and primary user ID of the one stored key with that key
+// ID, in one lookup. An ID that several stored keys share is left out.
+func (h *Handler) certifiers(ctx context.Context, d pgp.Description) (map[uint64]certView, error) {
+	var ids []uint64
+	for _, u := range d.UserIDs {
+		for _, c := range u.Certifications {
+			if c.Issuer != 0 && c.Issuer != d.KeyID && !slices.Contains(ids, c.Issuer) && len(ids) < maxCertifiers {
+				ids = append(ids, c.Issuer)
+			}
+		}
+	}
+	out := map[uint64]certView{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	found, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{PrimaryKeyIDs: ids, InlineBytes: -1, Limit: 2 * len(ids)})
+	if err != nil {
+		return nil, fmt.Errorf("web: certifiers: %w", err)
+	}
+	seen := map[uint64]int{}
+	for _, k := range found {
+		seen[k.KeyID]++
+		c := certView{Fingerprint: strings.ToUpper(hex.EncodeToString(k.Fingerprint))}
+		for _, u := range k.UserIDs {
+			if !u.Revoked && (c.Name == "" || u.Primary) {
+				c.Name = u.Text
+			}
+		}
+		out[k.KeyID] = c
+	}
+	for id, n := range seen {
+		if n > 1 {
+			delete(out, id)
+		}
+	}
+	return out, nil
 }
 
 // serveKey shows one key: user IDs with their validity, subkeys with
@@ -250,15 +363,24 @@ func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) 
 func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p := h.page(w, r, "Key")
+	if id, ok := parseKeyID(r.PathValue("fingerprint")); ok {
+		h.serveKeyID(w, r, id)
+		return
+	}
 	f, err := identity.ParsePGPFingerprint(r.PathValue("fingerprint"))
 	if err != nil {
-		h.fail(w, r, http.StatusBadRequest, "Not a fingerprint", "A key's page is /keys/ and its fingerprint: 40 or 64 hex digits.")
+		h.fail(w, r, http.StatusBadRequest, "Not a fingerprint", "A key's page is /keys/ and its fingerprint (40 or 64 hex digits) or 64-bit key ID (16).")
 		return
 	}
 	fp, _ := hex.DecodeString(f.Value)
 	sk, err := h.findKey(ctx, fp)
 	if err != nil {
 		h.internal(w, r, err)
+		return
+	}
+	if sk != nil && !bytes.Equal(sk.Fingerprint, fp) {
+		// A subkey's fingerprint: its key's page.
+		http.Redirect(w, r, "/keys/"+strings.ToUpper(hex.EncodeToString(sk.Fingerprint)), http.StatusMovedPermanently)
 		return
 	}
 	if sk == nil {
@@ -287,6 +409,7 @@ func (h *Handler) keyView(ctx context.Context, sk *keys.Stored) (keyView, error)
 		Fingerprint: fpHex, Grouped: pgp.GroupFingerprint(fpHex), KeyID: fmt.Sprintf("%016X", d.KeyID),
 		Algorithm: pgp.AlgorithmName(int(d.Algorithm), d.Bits, d.Curve),
 		Created:   date(d.Created), Expires: date(d.Expires), Revoked: d.Revoked,
+		Revocation:   revocation(d.Revocation),
 		Expired:      !d.Expires.IsZero() && !d.Expires.After(now),
 		Capabilities: capabilityNames(d.Capabilities),
 		Download:     "/pks/lookup?op=get&options=mr&search=0x" + fpHex,
@@ -313,21 +436,31 @@ func (h *Handler) keyView(ctx context.Context, sk *keys.Stored) (keyView, error)
 	if err != nil {
 		return keyView{}, err
 	}
+	certifiers, err := h.certifiers(ctx, d)
+	if err != nil {
+		return keyView{}, err
+	}
 	for _, u := range d.UserIDs {
 		// A revoked user ID is never shown as the primary one.
 		uv := uidView{Text: u.Text, Email: u.Email, Primary: u.Primary && !u.Revoked, Created: date(u.Created), Expires: date(u.Expires), Status: "valid"}
+		// A user ID is no more valid than its key.
 		switch {
 		case u.Revoked:
+			uv.Status, uv.Revocation = "revoked", revocation(u.Revocation)
+		case v.Revoked:
 			uv.Status = "revoked"
-		case !u.Expires.IsZero() && !u.Expires.After(now):
+		case !u.Expires.IsZero() && !u.Expires.After(now), v.Expired:
 			uv.Status = "expired"
 		}
 		uv.Corroborated = u.Email != "" && corroborated[u.Email] && uv.Status == "valid"
 		uv.Verified = u.Email != "" && verified[u.Email] && uv.Status == "valid"
 		uv.Attested = u.Attested
 		for _, c := range u.Certifications {
-			uv.Certifications = append(uv.Certifications, certView{Issuer: fmt.Sprintf("%016X", c.Issuer), Created: date(c.Created)})
+			cv := certifiers[c.Issuer]
+			cv.Issuer, cv.Created = fmt.Sprintf("%016X", c.Issuer), date(c.Created)
+			uv.Certifications = append(uv.Certifications, cv)
 		}
+		v.Certified = v.Certified || len(u.Certifications) > 0
 		v.UserIDs = append(v.UserIDs, uv)
 	}
 	// Revoked user IDs last.
@@ -341,8 +474,10 @@ func (h *Handler) keyView(ctx context.Context, sk *keys.Stored) (keyView, error)
 		}
 		switch {
 		case s.Revoked:
+			sv.Status, sv.Revocation = "revoked", revocation(s.Revocation)
+		case v.Revoked:
 			sv.Status = "revoked"
-		case !s.Expires.IsZero() && !s.Expires.After(now):
+		case !s.Expires.IsZero() && !s.Expires.After(now), v.Expired:
 			sv.Status = "expired"
 		}
 		v.Subkeys = append(v.Subkeys, sv)
