@@ -125,7 +125,7 @@ func TestKeyPageSaysWhenAndWhyAKeyWasRevoked(t *testing.T) {
 	g.run("", "--quick-revoke-uid", dana, "Dana at work <dana@work.example>")
 	b.upload(g.run("", "--armor", "--export", dana))
 	p = b.get("/keys/" + dana)
-	uid := regexp.MustCompile(`(?s)Dana at work &lt;dana@work.example&gt;</span> <span class="badge revoked">revoked</span>.*?<div class="revocation muted">on <span class="date">` + time.Now().UTC().Format("2006-01-02"))
+	uid := regexp.MustCompile(`(?s)Dana at work &lt;dana@work.example&gt;</span> <span class="badge revoked">revoked</span>.*?<div class="revocation muted">Revoked on <span class="date">` + time.Now().UTC().Format("2006-01-02"))
 	if !uid.MatchString(p.body) {
 		t.Errorf("the revoked user ID does not say when:\n%s", p.body)
 	}

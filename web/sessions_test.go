@@ -117,7 +117,7 @@ func TestUnlinkAndLogOutEverywhere(t *testing.T) {
 	if st, _ := a.Status(keys[0].Factor); st.Level != identity.LevelRevoked {
 		t.Errorf("the SSH key is %s after unlinking", st.Level)
 	}
-	if n := strings.Count(p.body, "<td>kith"); n != 2 {
+	if n := strings.Count(p.body, `<td data-label="Logged in with">kith`); n != 2 {
 		t.Errorf("the account page lists %d sessions, want 2", n)
 	}
 	if p := b.post("/account/sessions/end", url.Values{"csrf": {p.csrf(t)}}); p.url.Path != "/" {
