@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/pgp"
@@ -129,4 +130,31 @@ func TestKeyPageSaysWhenAndWhyAKeyWasRevoked(t *testing.T) {
 	if !uid.MatchString(p.body) {
 		t.Errorf("the revoked user ID does not say when:\n%s", p.body)
 	}
+}
+
+// revokeKey revokes the key fpr, whose secret key gpg exported as
+// secret, as retired with a reason text, and returns the public key with
+// its revocation, armored.
+func revokeKey(t *testing.T, fpr, secret string) string {
+	t.Helper()
+	ring, err := openpgp.ReadKeyRing(strings.NewReader(secret))
+	if err != nil || len(ring) != 1 {
+		t.Fatalf("read %s's secret key: %d keys, %v", fpr, len(ring), err)
+	}
+	e := ring[0]
+	if err := e.RevokeKey(packet.KeyRetired, "replaced by a new key", nil); err != nil {
+		t.Fatal(err)
+	}
+	var raw, armored bytes.Buffer
+	if err := keygen.Serialize(&raw, e); err != nil {
+		t.Fatal(err)
+	}
+	k, err := pgp.ParseKey(raw.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgp.WriteArmored(&armored, k); err != nil {
+		t.Fatal(err)
+	}
+	return armored.String()
 }

@@ -34,6 +34,10 @@ func TestChromiumPagesFitDesktopAndPhone(t *testing.T) {
 	g.run("", "--local-user", carol, "--quick-sign-key", fpr)
 	b.upload(g.run("", "--export", "--armor", carol))
 	b.upload(g.run("", "--export", "--armor", fpr))
+	revoked := g.newKey("Old Nora <nora@old.example>")
+	g.run("", "--quick-add-key", revoked, "ed25519", "sign", "2y")
+	b.upload(g.run("", "--export", "--armor", revoked))
+	b.upload(revokeKey(t, revoked, g.run("", "--export-secret-keys", revoked)))
 	pf, err := identity.ParsePGPFingerprint(fpr)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +58,8 @@ func TestChromiumPagesFitDesktopAndPhone(t *testing.T) {
 		"key":     "/keys/" + fpr,
 		"profile": "/u/nora",
 		"upload":  "/upload",
+		// A revoked key, with a signing subkey that expires.
+		"key-revoked": "/keys/" + revoked,
 	}
 	for _, size := range []struct {
 		name string
