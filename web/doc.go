@@ -8,6 +8,12 @@
 //     results (/search), a key's page (/keys/{fingerprint}), uploading
 //     armored keys (/upload), statistics (/stats) and identity profiles
 //     (/u/{handle});
+//   - email addresses by mail, as keys.openpgp.org does them (email.go):
+//     the upload result's mail buttons (/upload/email), the page a mailed
+//     link opens and its one-click confirmation (/email/confirm/{fpr}/
+//     {token}), and the manage flow (/manage, /manage/{fpr}/{token}):
+//     withdrawing published addresses and a key's signed deletion; the
+//     mails are package maillink's, sent through identity.Service;
 //   - OpenID Connect login on package oidc's flow (/login,
 //     /login/{provider}, /login/{provider}/callback), the choice of a
 //     handle at a first login (/login/choose-handle), and logout;
