@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/kith-keyserver/kith/identity"
 )
 
 // step runs browser actions with a deadline, failing t with what.
@@ -131,4 +133,34 @@ func TestChromiumClaimLinkAndLoginByKey(t *testing.T) {
 		t.Errorf("verify command %q", got)
 	}
 	shoot(t, ctx, "profile-by-key")
+
+	// A certificate for k1, then k2 revoked: the profile and the account
+	// page fold k2 away with no copy button and list the certificate.
+	f1, f2 := sshFactor(t, pub1), sshFactor(t, pub2)
+	c, err := s.svc.IssueChallenge(t.Context(), identity.PurposeCertificate, "nora", f1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.IssueCertificate(t.Context(), identity.CertificateRequest{Statement: c.Statement, Signature: []byte(sshSign(t, k1, c.Statement))}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = s.svc.IssueChallenge(t.Context(), identity.PurposeRevoke, "nora", f2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.Revoke(t.Context(), identity.RevokeRequest{Statement: c.Statement, By: identity.Proof{Factor: f1, Signature: []byte(sshSign(t, k1, c.Statement))}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/u/nora", "/account"} {
+		navigate(t, ctx, s.srv.URL+path)
+		step(t, ctx, path+" certificates", chromedp.WaitVisible(chromedp.CSS(`li.certificate[data-state=valid]`)))
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#inactive-factors [data-copy], #inactive-factors button.copy').length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s: the revoked key has %d copyable parts", path, n)
+		}
+		step(t, ctx, "unfold "+path, chromedp.Click(chromedp.CSS("#inactive-factors > summary")))
+		shootWidths(t, ctx, strings.Trim(strings.ReplaceAll(path, "/", "-"), "-")+"-revoked")
+	}
 }

@@ -16,6 +16,14 @@ import (
 	"github.com/kith-keyserver/kith/identity/testkit"
 )
 
+// widerThanScreen lists the innermost elements that reach past the right
+// edge of the screen (tag, id and start of text), when the page is wider
+// than it.
+const widerThanScreen = `document.documentElement.scrollWidth <= window.innerWidth ? [] :
+	Array.from(document.querySelectorAll('body *')).filter(el => el.getBoundingClientRect().right > window.innerWidth + 0.5 &&
+		!Array.from(el.children).some(c => c.getBoundingClientRect().right > window.innerWidth + 0.5)).
+	map(el => el.tagName + '#' + el.id + ' ' + (el.textContent || '').trim().slice(0, 60))`
+
 // shootWidths screenshots the page Chromium shows at desktop and phone
 // widths (back to desktop after), failing if it is wider than either
 // screen.
@@ -26,12 +34,12 @@ func shootWidths(t *testing.T, ctx context.Context, name string) {
 		w, h int64
 	}{{"phone", 390, 844}, {"desktop", 1280, 900}} {
 		step(t, ctx, "viewport "+size.name, chromedp.EmulateViewport(size.w, size.h))
-		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](widerThanScreen))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wide {
-			t.Errorf("%s at %s width is wider than the screen", name, size.name)
+		if len(wide) > 0 {
+			t.Errorf("%s at %s width is wider than the screen: %q", name, size.name, wide)
 		}
 		shoot(t, ctx, name+"-"+size.name)
 	}
