@@ -433,7 +433,12 @@ var statementEdits = []struct {
 // the usual accidental changes, it says which (statement_changed);
 // otherwise it names the likely cause. Other refusals pass unchanged.
 func (s *Service) signatureHint(ctx context.Context, f Factor, statement, sig []byte, refusal error) error {
-	if CodeOf(refusal) != CodeBadSignature {
+	// A cleartext-signed statement carries its own text, which the
+	// verifier compares up to line ends and final newlines: no edit of
+	// the issued statement can help it, so none is tried (each try is a
+	// verification more).
+	clearsigned := bytes.Contains(sig, []byte("-----BEGIN PGP SIGNED MESSAGE-----"))
+	if CodeOf(refusal) != CodeBadSignature || clearsigned {
 		return refusal
 	}
 	for _, e := range statementEdits {
