@@ -96,8 +96,9 @@ type UserID struct {
 	// Revocation is that self-revocation's date and reason (zero when
 	// Revoked is not set).
 	Revocation Revocation
-	// Primary is set on the one primary user ID (the newest certification
-	// with the primary-user-ID flag, else the newest certification).
+	// Primary is set on the one primary user ID: among the user IDs not
+	// revoked (all, when every one is), the newest certification with the
+	// primary-user-ID flag, else the newest certification.
 	Primary bool
 	// Certifications are the third-party certifications kept on the user
 	// ID. When Attested is set the key's holder attested certifications
@@ -244,7 +245,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 
 	var primaryIdx = -1
 	var primaryAt time.Time
-	var primaryFlag bool
+	var primaryFlag, primaryRevoked bool
 	for i, c := range uids {
 		u := UserID{Text: string(c.pkt.Body), Email: UserIDAddress(string(c.pkt.Body))}
 		var cert *selfSig
@@ -281,11 +282,14 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 			if cert.sigLifetime > 0 {
 				u.Expires = cert.created.Add(time.Duration(cert.sigLifetime) * time.Second)
 			}
+			// A user ID that is not revoked beats one that is, as gpg
+			// chooses.
 			better := primaryIdx < 0 ||
-				(cert.primaryID && !primaryFlag) ||
-				(cert.primaryID == primaryFlag && cert.created.After(primaryAt))
+				(!u.Revoked && primaryRevoked) ||
+				(u.Revoked == primaryRevoked && cert.primaryID && !primaryFlag) ||
+				(u.Revoked == primaryRevoked && cert.primaryID == primaryFlag && cert.created.After(primaryAt))
 			if better {
-				primaryIdx, primaryAt, primaryFlag = i, cert.created, cert.primaryID
+				primaryIdx, primaryAt, primaryFlag, primaryRevoked = i, cert.created, cert.primaryID, u.Revoked
 			}
 		}
 		d.UserIDs = append(d.UserIDs, u)

@@ -122,3 +122,45 @@ func TestDescribeRevocationDateAndReason(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeRevokedUserIDIsNeverPrimary: a newer user ID flagged
+// primary that its holder then revoked (with a reason) says when and
+// why, and the older one that stands is the primary user ID, as gpg
+// picks it.
+func TestDescribeRevokedUserIDIsNeverPrimary(t *testing.T) {
+	alice := genEntity(t, "Alice Example", "alice@example.org", 1)
+	if err := alice.AddUserId("Alice at work", "", "alice@work.example", sigConfig(testTime.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	work := alice.Identities["Alice at work <alice@work.example>"]
+	// The newer user ID even carries the primary-user-ID flag.
+	flag := true
+	work.SelfSignature.IsPrimaryId = &flag
+	if err := work.SelfSignature.SignUserId(work.UserId.Id, alice.PrimaryKey, alice.PrivateKey, sigConfig(testTime.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := testTime.Add(2 * time.Hour)
+	reason := packet.UserIDNotValid
+	rev := &packet.Signature{
+		Version: 4, SigType: packet.SigTypeCertificationRevocation, PubKeyAlgo: alice.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256,
+		CreationTime: revokedAt, IssuerKeyId: &alice.PrimaryKey.KeyId, IssuerFingerprint: alice.PrimaryKey.Fingerprint,
+		RevocationReason: &reason, RevocationReasonText: "I left",
+	}
+	if err := rev.SignUserId(work.UserId.Id, alice.PrimaryKey, alice.PrivateKey, sigConfig(revokedAt)); err != nil {
+		t.Fatal(err)
+	}
+	work.Revocations = append(work.Revocations, rev)
+	d := mustParse(t, entityBytes(t, alice)).Describe()
+	for _, u := range d.UserIDs {
+		switch u.Text {
+		case "Alice at work <alice@work.example>":
+			if !u.Revoked || u.Primary || !u.Revocation.At.Equal(revokedAt) || u.Revocation.Reason == nil || u.Revocation.Reason.Code != 32 || u.Revocation.Reason.Text != "I left" {
+				t.Errorf("the revoked user ID: %+v", u)
+			}
+		default:
+			if u.Revoked || !u.Primary {
+				t.Errorf("the standing user ID %q: revoked %v, primary %v", u.Text, u.Revoked, u.Primary)
+			}
+		}
+	}
+}
