@@ -669,7 +669,7 @@ func keyPage(p page, k keyView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "\" download>Download this key</a> (ASCII-armored, as <code>gpg --recv-keys</code> gets it)</p><h2 id=\"uids\">User IDs</h2><p class=\"muted\">An email address in a user ID is a <strong>claim</strong> by the key's holder, signed by the key, unless it is <strong>verified by mail</strong>: someone with access to the mailbox followed a link this server mailed there.</p><ul class=\"results\" aria-labelledby=\"uids\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "\" download>Download this key</a> (ASCII-armored, as <code class=\"nobr\">gpg --recv-keys</code> gets it)</p><h2 id=\"uids\">User IDs</h2><p class=\"muted\">An email address in a user ID is a <strong>claim</strong> by the key's holder, signed by the key, unless it is <strong>verified by mail</strong>: someone with access to the mailbox followed a link this server mailed there.</p><ul class=\"results\" aria-labelledby=\"uids\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
