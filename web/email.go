@@ -531,7 +531,9 @@ func (h *Handler) serveManageDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	p := h.pageFor(w, r, s, "Delete your key")
 	p.CSRF = h.csrfToken(w, r, s)
-	h.render(w, r, http.StatusOK, signPage(p, deleteSignView(c)))
+	sv := deleteSignView(c)
+	h.offerDownload(&sv, c.Statement)
+	h.render(w, r, http.StatusOK, signPage(p, sv))
 }
 
 // deleteSignView is the sign page of a key deletion statement.
