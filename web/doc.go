@@ -5,8 +5,9 @@
 // It owns:
 //
 //   - the public pages: the home page with its search box (/), search
-//     results (/search), a key's page (/keys/{fingerprint}), uploading
-//     armored keys (/upload), statistics (/stats) and identity profiles
+//     results (/search), a key's page (/keys/{fingerprint}; a subkey's
+//     fingerprint or a 64-bit key ID leads there), uploading keys pasted
+//     or as a file (/upload), statistics (/stats) and identity profiles
 //     (/u/{handle});
 //   - email addresses by mail, as keys.openpgp.org does them (email.go):
 //     the upload result's mail buttons (/upload/email), the page a mailed
