@@ -60,7 +60,7 @@ type pebble struct {
 // loopback with its HTTPS certificate from ca, resolving names with the
 // DNS server at dnsAddr and validating http-01 on httpPort and
 // tls-alpn-01 on tlsPort.
-func startPebble(t *testing.T, ca *testCA, dir, dnsAddr string, httpPort, tlsPort int) *pebble {
+func startPebble(t *testing.T, ca *testkit.CA, dir, dnsAddr string, httpPort, tlsPort int) *pebble {
 	t.Helper()
 	goTool := testkit.Tool(t, "go")
 	bin := filepath.Join(dir, "pebble")
@@ -68,7 +68,7 @@ func startPebble(t *testing.T, ca *testCA, dir, dnsAddr string, httpPort, tlsPor
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build pebble: %v\n%s", err, out)
 	}
-	certFile, keyFile := ca.issue(t, dir, "pebble", "127.0.0.1", "localhost")
+	certFile, keyFile := ca.IssueFiles(t, dir, "pebble", "127.0.0.1", "localhost")
 	acmeAddr, mgmtAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	conf, _ := json.Marshal(map[string]any{"pebble": map[string]any{
 		"listenAddress": acmeAddr, "managementListenAddress": mgmtAddr,
@@ -88,7 +88,7 @@ func startPebble(t *testing.T, ca *testCA, dir, dnsAddr string, httpPort, tlsPor
 	}
 	t.Cleanup(p.stop)
 	// Its issuing root, from the management API once it answers.
-	c := httpsClient(ca.pool, "")
+	c := httpsClient(ca.Pool, "")
 	c.Timeout = 5 * time.Second
 	var rootPEM []byte
 	if !testkit.PollEvery(30*time.Second, 20*time.Millisecond, func() bool {
@@ -122,7 +122,8 @@ func (p *pebble) stop() {
 func TestServeGetsACMECertificateFromPebble(t *testing.T) {
 	t.Parallel()
 	dir := tempDir(t)
-	ca := newTestCA(t, dir)
+	ca := testkit.NewCA(t)
+	caFile := ca.WriteCert(t, filepath.Join(dir, "ca.pem"))
 	httpAddr, tlsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	hp, _ := strconv.Atoi(httpPort)
@@ -131,7 +132,7 @@ func TestServeGetsACMECertificateFromPebble(t *testing.T) {
 	names := []string{"keys.example.org", "openpgpkey.example.org"}
 	start := func() *server {
 		// Kith trusts Pebble's ACME API through the test CA.
-		s := startServeEnv(t, []string{"SSL_CERT_FILE=" + ca.caFile}, "--database-url", db,
+		s := startServeEnv(t, []string{"SSL_CERT_FILE=" + caFile}, "--database-url", db,
 			"--tls-listen", tlsAddr, "--tls-http-listen", httpAddr, "--tls-acme-names", strings.Join(names, ","),
 			"--tls-acme-directory", p.directory)
 		s.waitHealth(t, http.StatusOK, 60*time.Second)

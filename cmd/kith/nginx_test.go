@@ -1,15 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,30 +26,6 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 		t.Fatalf("README nginx snippet: %q occurs %d times, want once", old, n)
 	}
 	return strings.Replace(s, old, new, 1)
-}
-
-// selfSigned writes a certificate for names and its key to dir, PEM.
-func selfSigned(t *testing.T, dir string, names ...string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o644)
-	return certFile, keyFile
 }
 
 // TestREADMENginxConfig takes the README's "Behind a proxy" nginx snippet
@@ -89,7 +58,12 @@ func TestREADMENginxConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cert, key := selfSigned(t, ngx, "keys.example.org", "openpgpkey.example.org")
+	ca := testkit.NewCA(t)
+	cert, key := ca.IssueFiles(t, ngx, "kith", "keys.example.org", "openpgpkey.example.org")
+	// nginx runs as nobody when the test runs as root.
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	hkpPort, tlsPort := testkit.FreePort(t), testkit.FreePort(t)
 	site := replaceOnce(t, snippet, "server 127.0.0.1:8080;", "server "+srv.addr+";")
 	site = replaceOnce(t, site, "listen 11371;", fmt.Sprintf("listen 127.0.0.1:%d;", hkpPort))
@@ -191,7 +165,7 @@ http {
 
 	// HTTPS, with the WKD location, names the domain by Host.
 	tlsClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "openpgpkey.example.org"}}}
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "openpgpkey.example.org"}}}
 	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/.well-known/openpgpkey/example.org/policy", tlsPort), nil)
 	req.Host = "openpgpkey.example.org"
 	resp, err := tlsClient.Do(req)

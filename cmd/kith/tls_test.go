@@ -3,17 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -28,68 +22,6 @@ import (
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
-
-// testCA is a throwaway certificate authority, its certificate in a file.
-type testCA struct {
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	pem    []byte
-	pool   *x509.CertPool
-	caFile string
-}
-
-// newTestCA makes a CA and writes its certificate to dir/ca.pem.
-func newTestCA(t *testing.T, dir string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Kith test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pool: x509.NewCertPool(), caFile: filepath.Join(dir, "ca.pem")}
-	ca.pool.AddCert(cert)
-	if err := os.WriteFile(ca.caFile, ca.pem, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
-
-// issue writes a server certificate for names (host names and IP
-// addresses) and its key to dir/NAME.pem and dir/NAME-key.pem.
-func (ca *testCA) issue(t *testing.T, dir, name string, names ...string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalPKCS8PrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600)
-	return certFile, keyFile
-}
 
 // httpsClient trusts roots only and follows no redirect; dial, if set,
 // is where every connection goes (whatever host the URL names).
@@ -160,16 +92,17 @@ func TestServeHKPSAndWKDOverItsOwnTLS(t *testing.T) {
 		t.Fatalf("%s: %v (Debian package ca-certificates)", bundle, err)
 	}
 	dir := tempDir(t)
-	ca := newTestCA(t, dir)
+	ca := testkit.NewCA(t)
+	caFile := ca.WriteCert(t, filepath.Join(dir, "ca.pem"))
 	tlsAddr := free443(t)
 	ip, _, _ := net.SplitHostPort(tlsAddr)
-	certFile, keyFile := ca.issue(t, dir, "kith", ip, "openpgpkey.example.org", "example.org")
+	certFile, keyFile := ca.IssueFiles(t, dir, "kith", ip, "openpgpkey.example.org", "example.org")
 	data := filepath.Join(dir, "data")
 	s := startServeEnv(t, nil, "--database-url", pgtest.NewDatabase(t), "--data-dir", data,
 		"--tls-listen", tlsAddr, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--wkd-domains", "example.org")
 	s.waitHealth(t, http.StatusOK, 60*time.Second)
 	base := "https://" + ip // port 443
-	c := httpsClient(ca.pool, "")
+	c := httpsClient(ca.Pool, "")
 	if resp, body := fetch(t, c, "GET", base+"/pks/health", "", nil); resp.StatusCode != 200 || resp.TLS == nil {
 		t.Fatalf("https health: %d %s", resp.StatusCode, body)
 	}
@@ -198,12 +131,12 @@ func TestServeHKPSAndWKDOverItsOwnTLS(t *testing.T) {
 	// gpg over hkps://, trusting the test CA.
 	alice := gpgtest.New(t)
 	fpr := alice.NewKey("Alice <alice@example.org>", "sign")
-	alice.UseKeyserverURL("hkps://"+ip, "hkp-cacert "+ca.caFile)
+	alice.UseKeyserverURL("hkps://"+ip, "hkp-cacert "+caFile)
 	if errOut, err := alice.Try("--send-keys", fpr); err != nil {
 		t.Fatalf("gpg --send-keys over hkps: %v\n%s\n%s", err, errOut, s.stderr)
 	}
 	bob := gpgtest.New(t)
-	bob.UseKeyserverURL("hkps://"+ip, "hkp-cacert "+ca.caFile)
+	bob.UseKeyserverURL("hkps://"+ip, "hkp-cacert "+caFile)
 	if errOut, err := bob.Try("--recv-keys", fpr); err != nil {
 		t.Fatalf("gpg --recv-keys over hkps: %v\n%s", err, errOut)
 	}
@@ -244,7 +177,7 @@ func TestServeHKPSAndWKDOverItsOwnTLS(t *testing.T) {
 	hosts := filepath.Join(dir, "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" openpgpkey.example.org example.org\n"), 0o644)
 	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" ` + bundle + ` && exec "$3" --batch --no-tty --auto-key-locate clear,wkd,nodefault --locate-keys alice@example.org`
-	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, ca.caFile, gpg)
+	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, caFile, gpg)
 	cmd.Env = carol.Env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

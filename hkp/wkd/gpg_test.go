@@ -1,16 +1,9 @@
 package wkd_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -24,37 +17,6 @@ import (
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp/gpgtest"
 )
-
-// throwawayCA makes a CA and a server certificate it signs for names; it
-// returns the CA's PEM and the server's TLS certificate.
-func throwawayCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Kith test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ = x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-}
 
 // listen443 listens on port 443 of a loopback address of its own
 // (127.0.13.X), so that it meets no other server on the machine.
@@ -93,7 +55,8 @@ func TestGPGLocateKeysFindsAVerifiedKeyThroughWKD(t *testing.T) {
 	e.store("Mallory <alice@example.org>")
 	e.verifyAddr(alice, "alice@example.org")
 
-	caPEM, cert := throwawayCA(t, "openpgpkey.example.org", "example.org")
+	ca := testkit.NewCA(t)
+	cert := ca.Issue(t, "openpgpkey.example.org", "example.org")
 	ln := listen443(t)
 	srv := &http.Server{Handler: e.h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
 	go srv.ServeTLS(ln, "", "")
@@ -107,12 +70,11 @@ func TestGPGLocateKeysFindsAVerifiedKeyThroughWKD(t *testing.T) {
 	dir := t.TempDir()
 	hosts := filepath.Join(dir, "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" openpgpkey.example.org example.org\n"), 0o644)
-	ca := filepath.Join(dir, "ca.pem")
-	os.WriteFile(ca, caPEM, 0o644)
+	caFile := ca.WriteCert(t, filepath.Join(dir, "ca.pem"))
 	env := home.Env()
 
 	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" ` + bundle + ` && exec "$3" --batch --no-tty --auto-key-locate clear,wkd,nodefault --locate-keys alice@example.org`
-	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, ca, gpg)
+	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, caFile, gpg)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
