@@ -283,13 +283,14 @@ func (h *Handler) serveStats(w http.ResponseWriter, r *http.Request, l *lookup) 
 		if s.Contact != "" {
 			page.ContactURL = "/pks/lookup?op=index&fingerprint=on&search=" + url.QueryEscape(s.Contact)
 		}
-		for i, p := range peers {
+		for _, p := range peers {
+			_, state, class := peerState(p)
 			page.PeerRows = append(page.PeerRows, peerRow{
 				Address:      p.Address,
 				StatsURL:     peerStatsURL(p.HTTP),
 				LastGood:     clock(p.LastGood),
-				State:        s.Peers[i].State,
-				StateClass:   stateClass(p),
+				State:        state,
+				StateClass:   class,
 				KeysReceived: p.KeysReceived,
 				ElementsSent: p.ElementsSent,
 			})
@@ -325,30 +326,22 @@ func statsPeer(p PeerStatus) StatsPeer {
 		ElementsReceived:  p.ElementsReceived,
 		ElementsSent:      p.ElementsSent,
 	}
-	switch {
-	case !p.Enabled:
-		sp.ReconStatus, sp.State = "Disabled", "disabled"
-	case !p.FailingSince.IsZero():
-		sp.ReconStatus, sp.State = "Failing", "failing since "+clock(p.FailingSince)
-	case !p.LastGood.IsZero():
-		sp.ReconStatus, sp.State = "OK", "ok"
-	default:
-		sp.ReconStatus, sp.State = "Starting", "waiting for the first round"
-	}
+	sp.ReconStatus, sp.State, _ = peerState(p)
 	return sp
 }
 
-// stateClass is the badge class of p's state in the HTML page.
-func stateClass(p PeerStatus) string {
+// peerState is how p's rounds go: in Hockeypuck's words (reconStatus), in
+// Kith's (state) and as the badge class of the HTML page (class).
+func peerState(p PeerStatus) (reconStatus, state, class string) {
 	switch {
 	case !p.Enabled:
-		return "disabled"
+		return "Disabled", "disabled", "disabled"
 	case !p.FailingSince.IsZero():
-		return "failing"
+		return "Failing", "failing since " + clock(p.FailingSince), "failing"
 	case !p.LastGood.IsZero():
-		return "ok"
+		return "OK", "ok", "ok"
 	}
-	return "waiting"
+	return "Starting", "waiting for the first round", "waiting"
 }
 
 // hostPort is the host:port of an http(s) base URL (with the scheme's
