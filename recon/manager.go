@@ -112,6 +112,11 @@ type PeerStatus struct {
 	LastIncoming time.Time // when a round the peer started last ended good
 	LastOutgoing time.Time // when a round this side started last ended good
 	FailingSince time.Time // when the rounds began failing; zero after a good one
+
+	// gossipFailed counts the gossip rounds this side started with the
+	// peer that failed in a row, for the level of their log lines. Unlike
+	// FailingSince, a good round the peer started does not reset it.
+	gossipFailed int
 }
 
 // Manager runs recon with a set of peers: it accepts their connections
@@ -133,10 +138,9 @@ type Manager struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	wait func(ctx context.Context, d time.Duration) bool
 
-	mu      sync.Mutex
-	peers   []Peer
-	status  map[string]*PeerStatus
-	failing map[string]int // by peer address: gossip rounds failed in a row
+	mu     sync.Mutex
+	peers  []Peer
+	status map[string]*PeerStatus
 }
 
 // NewManager returns a Manager for tree. Fetched keys go to fetcher; logs
@@ -165,7 +169,7 @@ func NewManager(cfg ManagerConfig, tree *Tree, fetcher Fetcher, logger *slog.Log
 		sem:      make(chan struct{}, cfg.MaxIncoming),
 		refusals: newLogLimiter(refusalLogEvery, refusalLogAddrs, time.Now),
 		dial:     d.DialContext, wait: retry.Wait,
-		status: make(map[string]*PeerStatus), failing: make(map[string]int)}
+		status: make(map[string]*PeerStatus)}
 	if err := m.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -414,8 +418,9 @@ func (m *Manager) gossip(ctx context.Context, first time.Duration) {
 // in a row, debug lines after it.
 func (m *Manager) roundFailed(p Peer, err error, wait time.Duration) {
 	m.mu.Lock()
-	m.failing[p.Address]++
-	n := m.failing[p.Address]
+	st := m.statusOf(p)
+	st.gossipFailed++
+	n := st.gossipFailed
 	m.mu.Unlock()
 	if n == 1 {
 		m.log.Warn("recon: gossip round failed", "peer", p.Address, "err", err, "retry_in", wait)
@@ -427,8 +432,9 @@ func (m *Manager) roundFailed(p Peer, err error, wait time.Duration) {
 // roundSucceeded logs that p recovered, if its rounds were failing.
 func (m *Manager) roundSucceeded(p Peer) {
 	m.mu.Lock()
-	n := m.failing[p.Address]
-	delete(m.failing, p.Address)
+	st := m.statusOf(p)
+	n := st.gossipFailed
+	st.gossipFailed = 0
 	m.mu.Unlock()
 	if n > 0 {
 		m.log.Info("recon: gossip with peer works again", "peer", p.Address, "failed_rounds", n)
