@@ -252,24 +252,38 @@ func withDefaults(opts Options) Options {
 // hasCluster reports, as ErrNoCluster, that dir (or what a symbolic link
 // there points to) holds no initialised cluster.
 func hasCluster(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	ok, err := initialised(dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fmt.Errorf("embedded: %s: %w", dir, ErrNoCluster)
-	} else if err != nil {
-		return fmt.Errorf("embedded: %w", err)
 	}
 	return nil
+}
+
+// initialised reports whether dir (or what a symbolic link there points
+// to) holds a cluster initdb made: its PG_VERSION file.
+func initialised(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("embedded: %w", err)
+	}
+	return true, nil
 }
 
 // initIfNeeded runs initdb on a new cluster directory.
 func (c *Cluster) initIfNeeded(ctx context.Context) error {
 	dir := c.opts.Dir
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		c.opts.Logger.Info("initialising PostgreSQL cluster", "dir", dir)
-		return c.initdb(ctx)
-	} else if err != nil {
-		return fmt.Errorf("embedded: %w", err)
+	ok, err := initialised(dir)
+	if err != nil || ok {
+		return err
 	}
-	return nil
+	c.opts.Logger.Info("initialising PostgreSQL cluster", "dir", dir)
+	return c.initdb(ctx)
 }
 
 // run starts the postmaster and waits until it accepts connections. On
@@ -724,10 +738,8 @@ func clusterOwner(dir string) (*[2]int, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("embedded: data directory: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(real, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("embedded: %w", err)
+	if ok, err := initialised(real); err != nil || !ok {
+		return nil, err
 	}
 	st, err := os.Stat(real)
 	if err != nil {
