@@ -320,17 +320,27 @@ type EmailConfirmation struct {
 // opens, without following it: the refusals are ConfirmEmail's (an
 // unknown, used, expired link, or one for another key), and Seq is zero.
 func (s *Service) EmailLink(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
+	t, err := s.emailLink(ctx, key, token)
+	if err != nil {
+		return EmailConfirmation{}, err
+	}
+	return EmailConfirmation{Action: t.Action, Key: t.Key, Email: t.Email}, nil
+}
+
+// emailLink reads the mailed link with token for key without using it
+// up, with EmailLink's refusals.
+func (s *Service) emailLink(ctx context.Context, key Factor, token string) (*EmailToken, error) {
 	if token == "" || len(token) > 100 {
-		return EmailConfirmation{}, Refuse(CodeUnknownToken, "no such link")
+		return nil, Refuse(CodeUnknownToken, "no such link")
 	}
 	t, err := s.store.EmailToken(ctx, HashEmailToken(token), s.now())
 	if err := tokenRefusal(err); err != nil {
-		return EmailConfirmation{}, wrapOp("email link", err)
+		return nil, wrapOp("email link", err)
 	}
 	if !t.Key.Same(key) {
-		return EmailConfirmation{}, Refuse(CodeWrongToken, "this link is not for key %s", clip(key.Value))
+		return nil, Refuse(CodeWrongToken, "this link is not for key %s", clip(key.Value))
 	}
-	return EmailConfirmation{Action: t.Action, Key: t.Key, Email: t.Email}, nil
+	return t, nil
 }
 
 // tokenRefusal turns a store's answer about a token into the refusal
@@ -425,14 +435,24 @@ func (s *Service) ConfirmEmail(ctx context.Context, key Factor, token string) (E
 // it up, and returns what it is for; a link of another action is
 // refused (CodeWrongToken).
 func (s *Service) ManageLink(ctx context.Context, key Factor, token string) (EmailConfirmation, error) {
-	c, err := s.EmailLink(ctx, key, token)
+	t, err := s.manageLink(ctx, key, token)
 	if err != nil {
-		return c, err
+		return EmailConfirmation{}, err
 	}
-	if c.Action != EmailManage {
-		return EmailConfirmation{}, Refuse(CodeWrongToken, "this link is not a manage link: open it as it was mailed")
+	return EmailConfirmation{Action: t.Action, Key: t.Key, Email: t.Email}, nil
+}
+
+// manageLink reads the manage link with token for key without using it
+// up, with ManageLink's refusals.
+func (s *Service) manageLink(ctx context.Context, key Factor, token string) (*EmailToken, error) {
+	t, err := s.emailLink(ctx, key, token)
+	if err != nil {
+		return nil, err
 	}
-	return c, nil
+	if t.Action != EmailManage {
+		return nil, Refuse(CodeWrongToken, "this link is not a manage link: open it as it was mailed")
+	}
+	return t, nil
 }
 
 // WithdrawWithManageLink withdraws email from key for the holder of a
@@ -444,16 +464,12 @@ func (s *Service) ManageLink(ctx context.Context, key Factor, token string) (Ema
 // withdraw, requested when the manage link was) and returns it; an
 // address that is not verified is refused (CodeNotVerified).
 func (s *Service) WithdrawWithManageLink(ctx context.Context, key Factor, token string, email Factor) (EmailConfirmation, error) {
-	link, err := s.ManageLink(ctx, key, token)
+	t, err := s.manageLink(ctx, key, token)
 	if err != nil {
 		return EmailConfirmation{}, err
 	}
 	if email.Kind != KindEmail || email.Validate() != nil {
 		return EmailConfirmation{}, Refuse(CodeBadFactor, "not an email address: %q", clip(email.Value))
-	}
-	t, err := s.store.EmailToken(ctx, HashEmailToken(token), s.now())
-	if err := tokenRefusal(err); err != nil {
-		return EmailConfirmation{}, wrapOp("withdraw with manage link", err)
 	}
 	now := s.clock()
 	// As ConfirmEmail's withdrawal: the key as stored, if it still is.
@@ -461,7 +477,7 @@ func (s *Service) WithdrawWithManageLink(ctx context.Context, key Factor, token 
 	if err != nil && CodeOf(err) == "" {
 		return EmailConfirmation{}, wrapOp("withdraw with manage link", err)
 	}
-	out := EmailConfirmation{Action: EmailWithdraw, Key: link.Key, Email: email}
+	out := EmailConfirmation{Action: EmailWithdraw, Key: t.Key, Email: email}
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		recs, err := tx.KeyRecords(ctx, key)
 		if err != nil {
