@@ -28,6 +28,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/maillink"
+	"github.com/kith-keyserver/kith/identity/session"
 )
 
 // Emails is what the email pages need of the identity service
@@ -454,17 +455,19 @@ func (h *Handler) serveManage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h.renderManage(w, r, http.StatusOK, v, k)
-}
-
-func (h *Handler) renderManage(w http.ResponseWriter, r *http.Request, status int, v manageView, k *keys.Stored) {
-	var err error
-	if v.Addresses, err = h.addresses(r.Context(), k); err != nil {
+	s, err := h.current(r)
+	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	s, err := h.current(r)
-	if err != nil {
+	h.renderManage(w, r, s, http.StatusOK, v, k)
+}
+
+// renderManage renders the manage page v of key k for the request's
+// session s (nil for a visitor).
+func (h *Handler) renderManage(w http.ResponseWriter, r *http.Request, s *session.Session, status int, v manageView, k *keys.Stored) {
+	var err error
+	if v.Addresses, err = h.addresses(r.Context(), k); err != nil {
 		h.internal(w, r, err)
 		return
 	}
@@ -505,7 +508,7 @@ func (h *Handler) serveManageWithdraw(w http.ResponseWriter, r *http.Request) {
 		errors.As(err, &e)
 		status, v.Error = http.StatusBadRequest, "Not withdrawn: "+refusalText(e)+"."
 	}
-	h.renderManage(w, r, status, v, k)
+	h.renderManage(w, r, s, status, v, k)
 }
 
 // serveManageDelete starts the key's deletion: the statement its primary
