@@ -323,10 +323,17 @@ const maxCertifiers = 500
 // fingerprint and primary user ID of the one stored key with that key
 // ID, in one lookup. An ID that several stored keys share is left out.
 func (h *Handler) certifiers(ctx context.Context, d pgp.Description) (map[uint64]certView, error) {
+	// A flooded key carries many thousands of certifications by few
+	// issuers: a set, not a scan of ids, tells a new issuer.
 	var ids []uint64
+	seenIDs := map[uint64]bool{}
 	for _, u := range d.UserIDs {
 		for _, c := range u.Certifications {
-			if c.Issuer != 0 && c.Issuer != d.KeyID && !slices.Contains(ids, c.Issuer) && len(ids) < maxCertifiers {
+			if len(ids) == maxCertifiers {
+				break
+			}
+			if c.Issuer != 0 && c.Issuer != d.KeyID && !seenIDs[c.Issuer] {
+				seenIDs[c.Issuer] = true
 				ids = append(ids, c.Issuer)
 			}
 		}
