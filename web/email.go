@@ -542,7 +542,7 @@ func (h *Handler) serveManageDelete(w http.ResponseWriter, r *http.Request) {
 // deleteSignView is the sign page of a key deletion statement.
 func deleteSignView(c *identity.Challenge) signView {
 	return signView{Kind: string(c.Factor.Kind), Factor: c.Factor.Value, Statement: string(c.Statement),
-		Encoded: base64.StdEncoding.EncodeToString(c.Statement), Command: "gpg --local-user " + c.Factor.Value + "! --clearsign kith-statement.txt",
+		Encoded: base64.StdEncoding.EncodeToString(c.Statement), Command: "gpg --local-user " + c.Factor.Value + "! --clearsign " + statementFile,
 		Action: "/manage/delete", Intro: "To delete the key", Button: "Delete the key for good"}
 }
 

@@ -151,7 +151,7 @@ func (h *Handler) serveStatement(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="kith-statement.txt"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+statementFile+`"`)
 	w.Header().Set("Cache-Control", "no-store")
 	if _, err := w.Write(c.Statement); err != nil && r.Context().Err() == nil {
 		h.log.WarnContext(r.Context(), "web: write statement", slog.Any("error", err))
