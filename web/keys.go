@@ -272,13 +272,26 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 // findKey returns the stored key with the fingerprint fp: the key whose
 // primary key it is, else the key holding a subkey with it.
 func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) {
-	found, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
+	found, more, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
 	if err != nil {
 		return nil, fmt.Errorf("web: find key: %w", err)
 	}
 	for i := range found {
 		if bytes.Equal(found[i].Fingerprint, fp) {
 			return &found[i], nil
+		}
+	}
+	if more {
+		// Anyone may upload keys that carry fp as a subkey (an
+		// encryption subkey needs no signature of its own); stored
+		// before the key, they fill the limit. The key itself still
+		// comes first.
+		primary, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("web: find key: %w", err)
+		}
+		if len(primary) == 1 {
+			return &primary[0], nil
 		}
 	}
 	if len(found) > 0 {
