@@ -544,6 +544,13 @@ func (c Config) validate() error {
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}
+	if c.TLS.enabled() && c.PublicURL == "" && len(c.TLS.ACMENames) == 0 {
+		// publicURL would be tls.listen's address, which names no
+		// host a client can reach when it is a wildcard.
+		if host, _, _ := net.SplitHostPort(c.TLS.Listen); host == "" || net.ParseIP(host).IsUnspecified() {
+			return fmt.Errorf("setting public_url: needed when tls.listen (%q) names no host and tls.acme_names is empty: it is the https URL that statements people sign and login callbacks name", c.TLS.Listen)
+		}
+	}
 	for i, p := range c.Recon.Peers {
 		if err := settings.CheckHostPort(p.Address); err != nil {
 			return fmt.Errorf("setting recon.peer[%d].address: %w", i, err)

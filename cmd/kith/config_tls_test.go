@@ -58,6 +58,8 @@ func TestTLSSettingsRefuseBadValues(t *testing.T) {
 		{[]string{"--tls-listen", ":443"}, "setting tls.listen: needs"},
 		{[]string{"--tls-listen", ":70000", "--tls-acme-names", "keys.example.org"}, "setting tls.listen"},
 		{[]string{"--tls-listen", ":443", "--tls-cert-file", "c.pem"}, "needs tls.key_file"},
+		{[]string{"--tls-listen", ":443", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, "setting public_url: needed"},
+		{[]string{"--tls-listen", "0.0.0.0:8443", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, "setting public_url: needed"},
 		{[]string{"--tls-listen", ":443", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-acme-names", "keys.example.org"}, "not both"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "*.example.org"}, "setting tls.acme_names"},
 		{[]string{"--tls-listen", ":443", "--tls-acme-names", "Keys.example.org"}, "setting tls.acme_names"},
