@@ -54,6 +54,9 @@ func ParsePrefixes(networks []string) ([]netip.Prefix, error) {
 			return nil, err
 		}
 		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("%q: an IPv4-mapped network must be /96 or longer", s)
+			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		out = append(out, p.Masked())

@@ -165,7 +165,7 @@ func TestParsePrefixes(t *testing.T) {
 			t.Errorf("%d: %s, want %s", i, p[i], w)
 		}
 	}
-	for _, bad := range []string{"", "10.0.0.0/33", "example.org", "10.0.0.0/", "fe80::1%eth0"} {
+	for _, bad := range []string{"", "10.0.0.0/33", "example.org", "10.0.0.0/", "fe80::1%eth0", "::ffff:0:0/80"} {
 		if _, err := ParsePrefixes([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
