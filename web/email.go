@@ -137,23 +137,35 @@ func (h *Handler) storedKey(ctx context.Context, fpr string) (*keys.Stored, erro
 	return h.findKey(ctx, fp)
 }
 
-// serveUploadEmail answers a mail button of the upload result: a
-// verification mail to one address of the key.
-func (h *Handler) serveUploadEmail(w http.ResponseWriter, r *http.Request) {
+// mailPost begins a form's POST that mails links: the CSRF check of the
+// request's session (or visitor cookie), then a 404 saying noMail where
+// the pages mail nothing. It returns the answer's page, titled title,
+// whose forms carry the token, or false having answered.
+func (h *Handler) mailPost(w http.ResponseWriter, r *http.Request, title, noMail string) (page, bool) {
 	s, err := h.current(r)
 	if err != nil {
 		h.internal(w, r, err)
-		return
+		return page{}, false
 	}
 	if !h.checkCSRF(w, r, s) {
-		return
+		return page{}, false
 	}
 	if !h.mailEnabled() {
-		h.fail(w, r, http.StatusNotFound, "No mail", "This server does not mail verification links.")
+		h.fail(w, r, http.StatusNotFound, "No mail", noMail)
+		return page{}, false
+	}
+	p := h.pageFor(w, r, s, title)
+	p.CSRF = h.csrfToken(w, r, s)
+	return p, true
+}
+
+// serveUploadEmail answers a mail button of the upload result: a
+// verification mail to one address of the key.
+func (h *Handler) serveUploadEmail(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.mailPost(w, r, "Verify an address", "This server does not mail verification links.")
+	if !ok {
 		return
 	}
-	p := h.pageFor(w, r, s, "Verify an address")
-	p.CSRF = h.csrfToken(w, r, s)
 	k, err := h.storedKey(r.Context(), r.PostFormValue("fingerprint"))
 	if err != nil {
 		h.internal(w, r, err)
@@ -317,20 +329,10 @@ func (h *Handler) serveManageForm(w http.ResponseWriter, r *http.Request) {
 // key (up to maxManageKeys) that carries it; for a fingerprint, to each
 // published address of the key.
 func (h *Handler) serveManageRequest(w http.ResponseWriter, r *http.Request) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
+	p, ok := h.mailPost(w, r, "Manage your key", "This server does not mail links.")
+	if !ok {
 		return
 	}
-	if !h.checkCSRF(w, r, s) {
-		return
-	}
-	if !h.mailEnabled() {
-		h.fail(w, r, http.StatusNotFound, "No mail", "This server does not mail links.")
-		return
-	}
-	p := h.pageFor(w, r, s, "Manage your key")
-	p.CSRF = h.csrfToken(w, r, s)
 	q := strings.TrimSpace(r.PostFormValue("q"))
 	answer := func(status int, notice, problem string) {
 		h.render(w, r, status, manageRequestPage(p, q, notice, problem))
