@@ -22,7 +22,10 @@ func newTLSServer(cfg Config, st *postgres.Store, log *slog.Logger) (*tlsserve.S
 	}
 	s, err := tlsserve.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("setting tls.cert_file: %w", err)
+		if len(opts.ACMENames) > 0 {
+			return nil, fmt.Errorf("setting tls.acme_names: %w", err)
+		}
+		return nil, fmt.Errorf("settings tls.cert_file and tls.key_file: %w", err)
 	}
 	return s, nil
 }
