@@ -134,7 +134,7 @@ func (h *Handler) storedKey(ctx context.Context, fpr string) (*keys.Stored, erro
 	if err != nil {
 		return nil, nil
 	}
-	return h.findKey(ctx, fp)
+	return h.findKey(ctx, fp, false)
 }
 
 // mailPost begins a form's POST that mails links: the CSRF check of the
@@ -442,7 +442,7 @@ func (h *Handler) manageLink(w http.ResponseWriter, r *http.Request) (manageView
 		return manageView{}, nil, false
 	}
 	fp, _ := hex.DecodeString(c.Key.Value)
-	k, err := h.findKey(r.Context(), fp)
+	k, err := h.findKey(r.Context(), fp, false)
 	if err != nil {
 		h.internal(w, r, err)
 		return manageView{}, nil, false

@@ -270,9 +270,15 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request) {
 }
 
 // findKey returns the stored key with the fingerprint fp: the key whose
-// primary key it is, else the key holding a subkey with it.
-func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) {
-	found, more, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
+// primary key it is, else the key holding a subkey with it. packets says
+// whether to read the key's packets (keys.Query.InlineBytes); without
+// them the key has its index entries (user IDs, key ID) only.
+func (h *Handler) findKey(ctx context.Context, fp []byte, packets bool) (*keys.Stored, error) {
+	inline := 0
+	if !packets {
+		inline = -1
+	}
+	found, more, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2, InlineBytes: inline})
 	if err != nil {
 		return nil, fmt.Errorf("web: find key: %w", err)
 	}
@@ -286,7 +292,7 @@ func (h *Handler) findKey(ctx context.Context, fp []byte) (*keys.Stored, error) 
 		// encryption subkey needs no signature of its own); stored
 		// before the key, they fill the limit. The key itself still
 		// comes first.
-		primary, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
+		primary, _, err := h.deps.Keys.FindKeys(ctx, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1, InlineBytes: inline})
 		if err != nil {
 			return nil, fmt.Errorf("web: find key: %w", err)
 		}
@@ -393,7 +399,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fp, _ := hex.DecodeString(f.Value)
-	sk, err := h.findKey(ctx, fp)
+	sk, err := h.findKey(ctx, fp, true)
 	if err != nil {
 		h.internal(w, r, err)
 		return

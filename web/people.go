@@ -99,7 +99,7 @@ func (h *Handler) findPeople(r *http.Request, q string) ([]personHit, string, er
 			return nil, "", err
 		}
 		fp, _ := hex.DecodeString(f.Value)
-		k, err := h.findKey(ctx, fp)
+		k, err := h.findKey(ctx, fp, true)
 		if err != nil {
 			return nil, "", err
 		}
