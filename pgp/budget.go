@@ -113,8 +113,6 @@ func (b *VerifyBudget) take(units int64) bool {
 type keyBudget struct {
 	left   int64
 	shared *VerifyBudget // nil: none
-	// spent: a check was refused for want of budget.
-	spent bool
 }
 
 // newKeyBudget returns the budget of one key under p.
@@ -129,7 +127,6 @@ func (b *keyBudget) spend(units int64) bool {
 		return true
 	}
 	if units > b.left || (b.shared != nil && !b.shared.take(units)) {
-		b.spent = true
 		return false
 	}
 	b.left -= units
