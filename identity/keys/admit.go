@@ -9,7 +9,6 @@ package keys
 import (
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -27,9 +26,6 @@ func DefaultMaxConcurrentUploads() int { return 2 * runtime.GOMAXPROCS(0) }
 // under a second, so a slot is free again by then unless the server is
 // under a flood.
 const UploadRetryAfterSeconds = 5
-
-// UploadRetryAfter is UploadRetryAfterSeconds as a duration.
-const UploadRetryAfter = UploadRetryAfterSeconds * time.Second
 
 // Admission is one admitted HTTP upload request: a slot of the Service's
 // (Options.MaxConcurrentUploads) and the verification budget the keys of
