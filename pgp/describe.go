@@ -249,8 +249,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 	for i, c := range uids {
 		u := UserID{Text: string(c.pkt.Body), Email: UserIDAddress(string(c.pkt.Body))}
 		var cert *selfSig
-		var revokedAt time.Time
-		var revocation Revocation
+		var revocation Revocation // the newest self-revocation
 		for _, s := range c.sigs {
 			if s.self == nil {
 				if s.info.sigType >= sigTypeGenericCert && s.info.sigType <= sigTypePositiveCert {
@@ -263,8 +262,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 				continue
 			}
 			if s.self.revocation {
-				if s.self.created.After(revokedAt) {
-					revokedAt = s.self.created
+				if revocation.newer(s.self) {
 					revocation = revocationOf(s.self)
 				}
 				continue
@@ -273,7 +271,7 @@ func describe(prim *keyMaterial, direct []keptSig, uids, uats, subs []*keptComp)
 				cert = s.self
 			}
 		}
-		u.Revoked = !revokedAt.IsZero() && (cert == nil || !revokedAt.Before(cert.created))
+		u.Revoked = !revocation.At.IsZero() && (cert == nil || !revocation.At.Before(cert.created))
 		if u.Revoked {
 			u.Revocation = revocation
 		}
