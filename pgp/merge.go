@@ -13,10 +13,12 @@ import (
 // refreshed self-signatures all merge in. Stored's self-signatures are
 // checked before upload's, so that forged ones in an upload cannot spend
 // the verification budget (MaxBadSelfSignatures, MaxVerifyWork) that
-// stored's need. The keys must have the same
-// primary key (else ErrFingerprintMismatch). Merge is commutative and
-// idempotent: Merge(a, b) and Merge(b, a) hold the same packets, and
-// Merge(m, a) == m for m = Merge(a, b).
+// stored's need. The keys must have the same primary key (else
+// ErrFingerprintMismatch). While the budget lets every self-signature be
+// checked, Merge is commutative and idempotent: Merge(a, b) and
+// Merge(b, a) hold the same packets, and Merge(m, a) == m for
+// m = Merge(a, b); when it does not, which side is stored decides what
+// is checked.
 func (p Policy) Merge(stored, upload *Key) (*Key, Report, error) {
 	a, err := structure(stored.packets)
 	if err != nil {
@@ -29,8 +31,7 @@ func (p Policy) Merge(stored, upload *Key) (*Key, Report, error) {
 	if !bytes.Equal(a.primary.Body, b.primary.Body) {
 		return nil, Report{}, fmt.Errorf("pgp: merge: %X and %X: %w", stored.Fingerprint(), upload.Fingerprint(), ErrFingerprintMismatch)
 	}
-	// The stored key's signatures are checked first, so that what an
-	// upload adds cannot spend the verification budget they need.
+	// Marks the stored key's signatures, which are checked first.
 	u := &structured{primary: a.primary, stray: a.stray, storedDirect: len(a.direct)}
 	for _, c := range a.comps {
 		c.stored = len(c.sigs)
