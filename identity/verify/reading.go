@@ -31,8 +31,8 @@ var ErrEarlierReading = errors.New("made under an earlier reading of user IDs")
 
 // earlierReading reports whether the whole key of e, at e's time, has a
 // valid self-signed user ID that carries no address today and names e's
-// address in angle brackets: the user ID an earlier reading took e.To
-// from. For a pgp.uid-selfsig record the user ID and its self-signatures
+// address in its last angle brackets: the user ID an earlier reading
+// took e.To from. For a pgp.uid-selfsig record the user ID and its self-signatures
 // must be exactly the record's statement and signature.
 func earlierReading(e *identity.Evidence) bool {
 	if e.To.Kind != identity.KindEmail || e.To.Value == "" {
@@ -50,10 +50,9 @@ func earlierReading(e *identity.Evidence) bool {
 	if d.Revoked || (!d.Expires.IsZero() && !d.Expires.After(e.Created)) {
 		return false
 	}
-	named := "<" + e.To.Value + ">"
 	for _, u := range d.UserIDs {
 		if u.Email != "" || u.Revoked || (!u.Expires.IsZero() && !u.Expires.After(e.Created)) ||
-			!strings.Contains(strings.ToLower(u.Text), named) {
+			lastBracketed(u.Text) != e.To.Value {
 			continue
 		}
 		stmt, sigs := componentPackets(applied, pgp.Packet{Tag: pgp.TagUserID, Body: []byte(u.Text)})
@@ -66,6 +65,23 @@ func earlierReading(e *identity.Evidence) bool {
 		}
 	}
 	return false
+}
+
+// lastBracketed returns, lower-cased, what the last "<" of uid and the
+// first ">" after it enclose ("" when there is no such pair): where the
+// earlier reading took a user ID's address from. An address in other
+// brackets of the user ID was never read as its address, so a record of
+// it is not excused.
+func lastBracketed(uid string) string {
+	i := strings.LastIndexByte(uid, '<')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(uid[i:], '>')
+	if j < 0 {
+		return ""
+	}
+	return strings.ToLower(uid[i+1 : i+j])
 }
 
 // orEarlierReading returns err, or an ErrEarlierReading in its place

@@ -90,6 +90,13 @@ func TestEarlierReadingCoversNoForgery(t *testing.T) {
 			t.Errorf("record %d (%s) of an address the user ID does not name: %v, want a failure", e.Seq, e.Method, err)
 		}
 	}
+	// The earlier reading took the last <...>: a record of the first
+	// address is none it could have made.
+	for _, e := range oldRecords(t, "CEO <ceo@example.org> <mallory@example.org>", "ceo@example.org") {
+		if err := Record(e); err == nil || errors.Is(err, ErrEarlierReading) {
+			t.Errorf("record %d (%s) of the first bracketed address: %v, want a failure", e.Seq, e.Method, err)
+		}
+	}
 	// The link's statement must be the user ID the key carries.
 	other := oldRecords(t, "CEO <ceo@example.org> <mallory@example.org>", "mallory@example.org")[0]
 	other.Statement = bytes.Replace(other.Statement, []byte("CEO"), []byte("CFO"), 1)
