@@ -563,13 +563,7 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 			rep.add(DropBadSelfSignature, 1)
 		}
 	}
-	kept := make([]keptSig, 0, len(sigs))
-	for _, s := range slots {
-		if s.info != nil {
-			kept = append(kept, s)
-		}
-	}
-	return kept
+	return slices.DeleteFunc(slots, func(s keptSig) bool { return s.info == nil })
 }
 
 // capCertifications keeps at most MaxCertifications third-party signatures
