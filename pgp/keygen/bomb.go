@@ -121,10 +121,9 @@ func fakeRSAKey(rnd io.Reader, bits, e int, created time.Time) ([]byte, *big.Int
 	if _, err := io.ReadFull(rnd, nb); err != nil {
 		return nil, nil, fmt.Errorf("keygen: bomb: %w", err)
 	}
-	if extra := len(nb)*8 - bits; extra > 0 {
-		nb[0] &= 0xff >> extra
-	}
-	nb[0] |= 0x80 >> ((len(nb)*8 - bits) % 8)
+	extra := len(nb)*8 - bits // 0 to 7 bits above the modulus's top one
+	nb[0] &= 0xff >> extra
+	nb[0] |= 0x80 >> extra
 	nb[len(nb)-1] |= 1
 	n := new(big.Int).SetBytes(nb)
 	body := []byte{4, 0, 0, 0, 0, 1} // v4, created, RSA
