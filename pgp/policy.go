@@ -82,9 +82,10 @@ type Policy struct {
 	// Default DefaultMaxVerifyWork, some 90 ms of one core.
 	MaxVerifyWork int
 	// MaxBadSelfSignatures caps the self-signatures that may fail on one
-	// component (the newest are checked first); the rest of the
-	// component's self-signatures are then dropped unchecked
-	// (DropVerificationBudget). Default DefaultMaxBadSelfSignatures.
+	// component (checked a stored key's first, in Merge, then newest
+	// first); the rest of the component's self-signatures are then
+	// dropped unchecked (DropVerificationBudget). Default
+	// DefaultMaxBadSelfSignatures.
 	MaxBadSelfSignatures int
 	// Budget, when not nil, is verification work that every key this
 	// policy checks pays from as well, shared with whoever else holds it:
