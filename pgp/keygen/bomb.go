@@ -29,7 +29,9 @@ type Bomb struct {
 	Bits int
 	// Exponent is the RSA public exponent (default 2^24-1, the most
 	// expensive exponent go-crypto parses: 23 squarings and 23
-	// multiplications per check, against 16 and 1 for 65537).
+	// multiplications per check, against 16 and 1 for 65537). Kith's key
+	// policy refuses exponents of more than 17 bits before any check, so
+	// bombs that test the verification budget set 65537.
 	Exponent int
 	// UserIDs is the number of user IDs (default 1); each carries
 	// SigsPerUserID bad positive certifications (default 990: with the
