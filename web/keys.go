@@ -388,7 +388,6 @@ func (h *Handler) certifiers(ctx context.Context, d pgp.Description) (map[uint64
 // their capabilities, and where to download it.
 func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	p := h.page(w, r, "Key")
 	if id, ok := parseKeyID(r.PathValue("fingerprint")); ok {
 		h.serveKeyID(w, r, id)
 		return
@@ -418,7 +417,9 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	p.Title = "Key " + v.Grouped
+	// The layout (a session lookup) only for the page itself: the
+	// redirects and refusals above need none, and fail builds its own.
+	p := h.page(w, r, "Key "+v.Grouped)
 	h.render(w, r, http.StatusOK, keyPage(p, v))
 }
 
