@@ -82,7 +82,7 @@ func certificateViews(a *identity.Assessment, recs []identity.Evidence, now time
 		}
 		out = append(out, certificateView{Serial: e.Seq, Key: e.From.Value, KeyID: e.Label,
 			ValidAfter: e.Created.UTC().Format(timeFormat), ValidBefore: e.Expires.UTC().Format(timeFormat),
-			State: identity.CertificateState(a, e, now), Log: fmt.Sprintf("/api/v1/log?after=%d&limit=1", e.Seq-1)})
+			State: identity.CertificateState(a, e, now), Log: recordLink(e.Seq)})
 	}
 	slices.Reverse(out)
 	return out
@@ -223,11 +223,17 @@ func factorViews(a *identity.Assessment, recs []identity.Evidence, private bool)
 	return out
 }
 
+// recordLink is the log API's URL of the one record with sequence
+// number seq.
+func recordLink(seq int64) string {
+	return fmt.Sprintf("/api/v1/log?after=%d&limit=1", seq-1)
+}
+
 func evidenceOf(e *identity.Evidence, counts bool) evidenceView {
 	return evidenceView{
 		Seq: e.Seq, Method: string(e.Method), Purpose: string(e.Purpose), What: methodWords(e.Method),
 		Created: e.Created.UTC().Format("2006-01-02 15:04 MST"), Expires: date(e.Expires), Counts: counts,
-		Log: fmt.Sprintf("/api/v1/log?after=%d&limit=1", e.Seq-1),
+		Log: recordLink(e.Seq),
 	}
 }
 
