@@ -197,7 +197,7 @@ func (h *Handler) serveUploadEmail(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) requestMail(r *http.Request, action identity.EmailAction, key identity.Factor, addr string) (int, string, string) {
 	err := h.deps.Emails.RequestEmail(r.Context(), identity.EmailRequest{Action: action, Key: key,
 		Email: identity.EmailFactor(addr), Send: h.deps.Mailer.Sender(action, key, addr)})
-	sent := "A mail went to " + addr + ". Open the link in it within " + linkLifetime() + " and confirm there."
+	sent := "A mail went to " + addr + ". Open the link in it within " + maillink.LinkLifetime() + " and confirm there."
 	if action == identity.EmailManage {
 		sent = "A mail with a link to this key's manage page went to " + addr + "."
 	}
@@ -223,12 +223,6 @@ func (h *Handler) requestMail(r *http.Request, action identity.EmailAction, key 
 		return http.StatusBadRequest, "", "That is not an email address."
 	}
 	return http.StatusBadRequest, "", refusalText(e) + ". No mail was sent."
-}
-
-// linkLifetime is how long a mailed link works (identity.EmailTokenTTL),
-// in words.
-func linkLifetime() string {
-	return strconv.Itoa(int(identity.EmailTokenTTL.Hours())) + " hours"
 }
 
 // linkView is what the page a mailed link opens shows.

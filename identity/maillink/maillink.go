@@ -62,7 +62,7 @@ func (m *Mailer) Sender(action identity.EmailAction, key identity.Factor, addr s
 // other keys or addresses.
 func Compose(server string, action identity.EmailAction, key identity.Factor, addr, link string) mail.Message {
 	fp := pgp.GroupFingerprint(key.Value)
-	within := hours(identity.EmailTokenTTL)
+	within := LinkLifetime()
 	switch action {
 	case identity.EmailWithdraw:
 		return mail.Message{To: addr, Subject: "Withdraw " + addr + " from an OpenPGP key",
@@ -85,7 +85,9 @@ func Compose(server string, action identity.EmailAction, key identity.Factor, ad
 			"\n\nIf it is not your key, ignore this mail: the address is not published for it without the link.\n"}
 }
 
-func hours(d interface{ Hours() float64 }) string { return fmt.Sprintf("%.0f hours", d.Hours()) }
+// LinkLifetime is how long a mailed link works (identity.EmailTokenTTL)
+// in words, as the mails and the pages that mention it say it.
+func LinkLifetime() string { return fmt.Sprintf("%.0f hours", identity.EmailTokenTTL.Hours()) }
 
 // Pending is what Statuses needs of the identity service to tell the
 // addresses with a verify link out (*identity.Service is one).
