@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/web/api"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
@@ -205,13 +206,13 @@ func idEmail(ctx context.Context, env *environment, c *client.Client, tools *cli
 	}
 	addr = strings.ToLower(strings.TrimSpace(addr))
 	switch {
-	case action == identity.EmailVerify && st.Status[addr] == "published":
+	case action == identity.EmailVerify && st.Status[addr] == maillink.StatusPublished:
 		fmt.Fprintf(env.stdout, "%s is already published for %s: no mail sent\n", addr, st.KeyFpr)
-	case action == identity.EmailVerify && st.Status[addr] == "revoked":
+	case action == identity.EmailVerify && st.Status[addr] == maillink.StatusRevoked:
 		fmt.Fprintf(env.stdout, "the key %s revokes its user ID with %s: it cannot be published; no mail sent\n", st.KeyFpr, addr)
 	case action == identity.EmailVerify:
 		fmt.Fprintf(env.stdout, "a mail went to %s: open its link and confirm to publish the address for %s\n", addr, st.KeyFpr)
-	case st.Status[addr] == "published":
+	case st.Status[addr] == maillink.StatusPublished:
 		fmt.Fprintf(env.stdout, "a mail went to %s: open its link and confirm to withdraw the address from %s\n", addr, st.KeyFpr)
 	default:
 		fmt.Fprintf(env.stdout, "%s is not published for %s: nothing to withdraw; no mail sent\n", addr, st.KeyFpr)
