@@ -79,8 +79,9 @@ const (
 
 // VerifyBudget is an amount of verification work that the keys checked
 // with it share: a frontend gives one to every key of an upload request
-// (Policy.Budget), so a request of many keys costs no more than the
-// budget. It is safe for concurrent use.
+// (Policy.Budget), for the policy and for the merge with the stored key,
+// so a request of many keys costs no more than the budget. It is safe
+// for concurrent use.
 type VerifyBudget struct {
 	left atomic.Int64
 }

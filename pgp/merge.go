@@ -18,7 +18,10 @@ import (
 // checked, Merge is commutative and idempotent: Merge(a, b) and
 // Merge(b, a) hold the same packets, and Merge(m, a) == m for
 // m = Merge(a, b); when it does not, which side is stored decides what
-// is checked.
+// is checked. When the budget (the key's, or p.Budget, a request's that
+// its other keys spent) runs out before every stored self-signature is
+// checked, Merge refuses (ErrVerifyBudget) rather than drop what the
+// store holds.
 func (p Policy) Merge(stored, upload *Key) (*Key, Report, error) {
 	a, err := structure(stored.packets)
 	if err != nil {
@@ -39,5 +42,12 @@ func (p Policy) Merge(stored, upload *Key) (*Key, Report, error) {
 	u.stray.Add(b.stray)
 	u.direct = append(append(make([]Packet, 0, len(a.direct)+len(b.direct)), a.direct...), b.direct...)
 	u.comps = append(append(make([]*component, 0, len(a.comps)+len(b.comps)), a.comps...), b.comps...)
-	return p.apply(u)
+	merged, rep, err := p.apply(u)
+	if err == nil && rep.storedUnchecked > 0 {
+		// Writing merged would drop what the store holds for want of
+		// budget (a request's, spent by its other keys): refuse the
+		// upload instead, and the stored key stays as it is.
+		return nil, rep, fmt.Errorf("pgp: merge: key %X: %d stored self-signatures left unchecked: %w", stored.Fingerprint(), rep.storedUnchecked, ErrVerifyBudget)
+	}
+	return merged, rep, err
 }

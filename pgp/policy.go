@@ -551,6 +551,9 @@ func (p Policy) filterSigs(prim *keyMaterial, kind componentKind, comp []byte, s
 			continue
 		case errors.Is(err, errNoBudget):
 			rep.add(DropVerificationBudget, 1)
+			if c.i < stored {
+				rep.storedUnchecked++
+			}
 			continue
 		case !errors.Is(err, ErrUnsupportedSignature):
 			bad++

@@ -137,6 +137,10 @@ func DropReasons() []DropReason {
 // The zero Report is empty.
 type Report struct {
 	counts [numDropReasons]int
+	// storedUnchecked counts the stored key's self-signatures (in Merge)
+	// that a spent budget left unchecked: Merge refuses rather than drop
+	// what the store holds.
+	storedUnchecked int
 }
 
 func (r *Report) add(reason DropReason, n int) { r.counts[reason] += n }
@@ -163,6 +167,7 @@ func (r *Report) Add(o Report) {
 	for i, c := range o.counts {
 		r.counts[i] += c
 	}
+	r.storedUnchecked += o.storedUnchecked
 }
 
 // String lists the non-zero counts, e.g. "duplicate=2 unbound-user-id=1",

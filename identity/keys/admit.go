@@ -7,6 +7,7 @@
 package keys
 
 import (
+	"context"
 	"runtime"
 	"sync"
 
@@ -61,3 +62,21 @@ func (s *Service) UploadsInProgress() int { return len(s.slots) }
 
 // Done ends the request, giving its slot back. Later calls do nothing.
 func (a *Admission) Done() { a.once.Do(a.release) }
+
+// budgetKey is the context key of a request's verification budget.
+type budgetKey struct{}
+
+// WithVerifyBudget returns ctx carrying b, the verification budget of the
+// request a write belongs to, for the store's merge with the stored key:
+// the merge checks signatures again and pays from the same budget as the
+// key policy did (Upload puts an Admission's budget there).
+func WithVerifyBudget(ctx context.Context, b *pgp.VerifyBudget) context.Context {
+	return context.WithValue(ctx, budgetKey{}, b)
+}
+
+// VerifyBudgetOf returns the verification budget ctx carries, nil when
+// none (a write that is no request's: recon, the tools).
+func VerifyBudgetOf(ctx context.Context) *pgp.VerifyBudget {
+	b, _ := ctx.Value(budgetKey{}).(*pgp.VerifyBudget)
+	return b
+}

@@ -147,6 +147,7 @@ func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Resu
 	policy.Issuers = s.store.IssuerKeys(ctx)
 	if u.Admission != nil {
 		policy.Budget = u.Admission.budget
+		ctx = WithVerifyBudget(ctx, u.Admission.budget)
 	}
 	applied, rep, err := policy.Apply(k)
 	if err != nil {
@@ -157,6 +158,10 @@ func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Resu
 		return res, err
 	}
 	w, err := s.store.AddKey(ctx, applied)
+	if errors.Is(err, pgp.ErrVerifyBudget) {
+		// The merge with the stored key ran out of the request's budget.
+		return res, &Rejection{Reason: pgp.RejectionReason(err), Err: err}
+	}
 	if err != nil {
 		return res, fmt.Errorf("keys: upload %X: %w", applied.Fingerprint(), err)
 	}

@@ -109,6 +109,7 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		policy := s.policy
 		policy.Issuers = issuerKeys(ctx, tx)
+		policy.Budget = keys.VerifyBudgetOf(ctx)
 		// One round trip: the blocklist lock, the blocks, and the stored
 		// keys, locked for the merge.
 		batch := &pgx.Batch{}

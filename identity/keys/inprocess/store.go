@@ -128,6 +128,7 @@ func (s *Store) AddKeys(ctx context.Context, batch []*pgp.Key) ([]keys.Written, 
 	s.mu.Lock()
 	policy := s.policy
 	policy.Issuers = s.issuersLocked
+	policy.Budget = keys.VerifyBudgetOf(ctx)
 	next := map[string]*pgp.Key{} // what the batch writes, applied on success
 	for _, p := range order {
 		tomb := false
