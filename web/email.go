@@ -393,12 +393,20 @@ func (h *Handler) serveManageRequest(w http.ResponseWriter, r *http.Request) {
 		}
 		notice = "A mail with a link to the key's manage page went to its published " + addressesWord(len(to)) + " (" + strings.Join(to, ", ") + ")."
 	}
+	byAddress := strings.Contains(q, "@")
 	for _, m := range mails {
 		status, _, problem := h.requestMail(r, identity.EmailManage, m.key, m.addr)
-		if problem != "" {
-			answer(status, "", problem)
-			return
+		if problem == "" {
+			continue
 		}
+		if byAddress {
+			// Shown, a refusal would tell that a key here carries the
+			// address: the asker gets the same notice either way.
+			h.log.InfoContext(r.Context(), "web: manage link not sent", slog.Int("status", status), slog.String("fingerprint", m.key.Value))
+			continue
+		}
+		answer(status, "", problem)
+		return
 	}
 	answer(http.StatusOK, notice, "")
 }

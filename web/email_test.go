@@ -56,6 +56,22 @@ func TestMailButtonsAreLimitedAndSayWhy(t *testing.T) {
 		t.Errorf("%d mails past the cap", n)
 	}
 
+	// The manage form answers an address whose mails are capped as it
+	// answers one no key carries: it tells no one which addresses have
+	// keys here.
+	manage := func(q string) page {
+		t.Helper()
+		return b.post("/manage", url.Values{"csrf": {up.csrf(t)}, "q": {q}})
+	}
+	capped, none := manage(addr), manage("nobody@example.org")
+	if capped.status != none.status || !strings.Contains(capped.body, "If a key on this server carries "+addr) ||
+		strings.Contains(capped.body, "has had the most mails") {
+		t.Errorf("manage by a capped address: %d, by an address without a key: %d\n%s", capped.status, none.status, capped.body)
+	}
+	if n := s.smtp.Pending(); n != 0 {
+		t.Errorf("%d manage mails past the cap", n)
+	}
+
 	bad := b.get("/email/confirm/" + fprs[0] + "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 	if bad.status != http.StatusNotFound || !strings.Contains(bad.body, "This link does not work") || !strings.Contains(bad.body, `href="/static/kith.css"`) {
 		t.Errorf("bad link: %d\n%s", bad.status, bad.body)
