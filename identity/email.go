@@ -249,7 +249,9 @@ func (s *Service) RequestEmail(ctx context.Context, req EmailRequest) error {
 		if derr := s.store.DeleteEmailToken(context.WithoutCancel(ctx), t.Hash); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		return RefuseErr(CodeMailUnavailable, err, "the mail to %s could not be sent; nothing was recorded: try again later", req.Email.Value)
+		// The address stays out of the message: frontends log it, and
+		// name the address to the asker themselves.
+		return RefuseErr(CodeMailUnavailable, err, "the mail could not be sent; nothing was recorded: try again later")
 	}
 	return nil
 }

@@ -103,7 +103,8 @@ func (s *SMTP) converse(conn net.Conn, host, to string, msg []byte) error {
 		return fmt.Errorf("mail: smtp %s: sender %s: %w", s.Address, s.From, err)
 	}
 	if err := c.Rcpt(to); err != nil {
-		return fmt.Errorf("mail: smtp %s: recipient %s: %w", s.Address, to, err)
+		// The recipient stays out of the error: it is logged.
+		return fmt.Errorf("mail: smtp %s: recipient refused: %w", s.Address, err)
 	}
 	w, err := c.Data()
 	if err != nil {
