@@ -142,12 +142,8 @@ func (h *Handler) storedKey(ctx context.Context, fpr string) (*keys.Stored, erro
 // the pages mail nothing. It returns the answer's page, titled title,
 // whose forms carry the token, or false having answered.
 func (h *Handler) mailPost(w http.ResponseWriter, r *http.Request, title, noMail string) (page, bool) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return page{}, false
-	}
-	if !h.checkCSRF(w, r, s) {
+	s, ok := h.postSession(w, r)
+	if !ok {
 		return page{}, false
 	}
 	if !h.mailEnabled() {
@@ -488,12 +484,8 @@ func (h *Handler) renderManage(w http.ResponseWriter, r *http.Request, s *sessio
 // serveManageWithdraw withdraws one published address with the manage
 // link.
 func (h *Handler) serveManageWithdraw(w http.ResponseWriter, r *http.Request) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if !h.checkCSRF(w, r, s) {
+	s, ok := h.postSession(w, r)
+	if !ok {
 		return
 	}
 	v, k, ok := h.manageLink(w, r)
@@ -502,7 +494,7 @@ func (h *Handler) serveManageWithdraw(w http.ResponseWriter, r *http.Request) {
 	}
 	addr := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 	key := identity.PGPFactor(k.Fingerprint)
-	_, err = h.deps.Emails.WithdrawWithManageLink(r.Context(), key, r.PathValue("token"), identity.EmailFactor(addr))
+	_, err := h.deps.Emails.WithdrawWithManageLink(r.Context(), key, r.PathValue("token"), identity.EmailFactor(addr))
 	status := http.StatusOK
 	switch identity.CodeOf(err) {
 	case "":
@@ -523,12 +515,8 @@ func (h *Handler) serveManageWithdraw(w http.ResponseWriter, r *http.Request) {
 // serveManageDelete starts the key's deletion: the statement its primary
 // key signs.
 func (h *Handler) serveManageDelete(w http.ResponseWriter, r *http.Request) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if !h.checkCSRF(w, r, s) {
+	s, ok := h.postSession(w, r)
+	if !ok {
 		return
 	}
 	v, _, ok := h.manageLink(w, r)

@@ -77,12 +77,7 @@ func (h *Handler) serveKeyLoginForm(w http.ResponseWriter, r *http.Request) {
 // keyChallenge issues a statement for the form's handle and key, or shows
 // the form again with the reason.
 func (h *Handler) keyChallenge(w http.ResponseWriter, r *http.Request, purpose identity.Purpose, form keyForm) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if !h.checkCSRF(w, r, s) {
+	if _, ok := h.postSession(w, r); !ok {
 		return
 	}
 	form.Handle = identity.FoldHandle(strings.TrimSpace(r.PostFormValue("handle")))
@@ -177,12 +172,7 @@ func (h *Handler) serveKeyLoginChallenge(w http.ResponseWriter, r *http.Request)
 // (which must have purpose) and the pasted signature. On failure it has
 // rendered the reason.
 func (h *Handler) signedForm(w http.ResponseWriter, r *http.Request, purpose identity.Purpose) (*identity.Challenge, []byte, []byte, bool) {
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return nil, nil, nil, false
-	}
-	if !h.checkCSRF(w, r, s) {
+	if _, ok := h.postSession(w, r); !ok {
 		return nil, nil, nil, false
 	}
 	statement, err := base64.StdEncoding.DecodeString(r.PostFormValue("statement"))

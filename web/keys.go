@@ -557,12 +557,8 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "Upload too large", fmt.Sprintf("An upload may be at most %d bytes.", h.opts.MaxUploadSize))
 		return
 	}
-	s, err := h.current(r)
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if !h.checkCSRF(w, r, s) {
+	s, ok := h.postSession(w, r)
+	if !ok {
 		return
 	}
 	if len(bytes.TrimSpace(pasted)) == 0 && len(file) == 0 {

@@ -219,6 +219,22 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request, s *session.S
 	return oidc.CSRFToken(h.opts.CSRFKey, h.csrfBinding(w, r, s, true))
 }
 
+// postSession returns the session of a form POST (nil for a visitor
+// without one) once the form's CSRF token checks out. When it cannot (the
+// session store failed, or the token is wrong) it has answered the
+// request and reports false; the caller then changes nothing.
+func (h *Handler) postSession(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
+	s, err := h.current(r)
+	if err != nil {
+		h.internal(w, r, err)
+		return nil, false
+	}
+	if !h.checkCSRF(w, r, s) {
+		return nil, false
+	}
+	return s, true
+}
+
 // checkCSRF reports whether the POST carries the CSRF token of its
 // session (or visitor cookie). It refuses with 403 when not, and the
 // caller then changes nothing.
