@@ -14,6 +14,8 @@ import (
 	"io"
 	"math/big"
 	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 )
 
 // Bomb describes a signature bomb: a v4 RSA key whose modulus need not be
@@ -46,6 +48,27 @@ type Bomb struct {
 	// Seed makes the modulus and the signature values (same seed, same
 	// bytes).
 	Seed int64
+}
+
+// Armored returns the bomb ASCII-armored, as an uploader sends it to
+// POST /pks/add.
+func (b Bomb) Armored() ([]byte, error) {
+	raw, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	w, err := armor.Encode(&out, "PGP PUBLIC KEY BLOCK", nil)
+	if err != nil {
+		return nil, fmt.Errorf("keygen: armor the bomb: %w", err)
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, fmt.Errorf("keygen: armor the bomb: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("keygen: armor the bomb: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // Build returns the bomb as binary packets (new-format headers).
