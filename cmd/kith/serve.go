@@ -17,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/cmd/internal/httpserve"
 	"github.com/kith-keyserver/kith/cmd/internal/tlsserve"
 	"github.com/kith-keyserver/kith/hkp"
+	hkpv2 "github.com/kith-keyserver/kith/hkp/v2"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -189,6 +190,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	mux := http.NewServeMux()
 	hkpHandler.Register(mux)
+	// HKP v2 (draft-ietf-openpgp-hkp) under /pks/v2/, beside the legacy
+	// routes above, which stay as gpg knows them.
+	hkpv2.NewHandler(st.Store, st.Store, hkpv2.Options{EmailLookupLimit: limits.emailLookups,
+		MaxAnswerSize: cfg.HKP.MaxAnswerBytes, Logger: log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
