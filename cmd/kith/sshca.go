@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -98,6 +99,7 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	validity := fs.Duration("validity", 0, "how long the certificate is to be valid (a `duration`; default: the server's, 16h unless configured)")
 	principals := fs.String("principals", "", "comma-separated `principals` to certify, a subset of the identity's (default: all)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key to expect (as kith ssh-ca-key prints it); default: the server's")
+	toAgent := fs.Bool("agent", true, "also add the certificate to the ssh-agent (SSH_AUTH_SOCK), which forgets it when it expires (ssh-add -t)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -140,7 +142,30 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	fmt.Fprintf(env.stdout, "wrote %s: principals %s, valid until %s, serial %d\n", out, strings.Join(cert.Cert.ValidPrincipals, ","),
 		before.Local().Format(time.RFC3339), cert.Cert.Serial)
 	fmt.Fprintf(env.stdout, "  published in the log: %s\n", cert.Log)
+	if *toAgent {
+		addToAgent(ctx, env, tools, s.File, cert.Cert)
+	}
 	return nil
+}
+
+// addToAgent adds a certificate written beside keyFile to the ssh-agent,
+// to be forgotten when it expires, and says what it did. A certificate
+// the agent cannot take is no failure: it is written, and ssh finds it
+// beside the key.
+func addToAgent(ctx context.Context, env *environment, tools *client.Tools, keyFile string, cert *gossh.Certificate) {
+	life, err := tools.AddCertificate(ctx, keyFile, cert)
+	switch {
+	case err == nil:
+		fmt.Fprintf(env.stdout, "  added to the ssh-agent for %s, until it expires\n", life)
+	case errors.Is(err, client.ErrNoAgent):
+		// Nothing to add to.
+	case errors.Is(err, client.ErrKeyEncrypted):
+		_, before := ssh.CertificateValidity(cert)
+		fmt.Fprintf(env.stderr, "kith: not added to the ssh-agent: %s is protected by a passphrase; add it with: ssh-add -t %d %s\n",
+			keyFile, client.AgentLifetime(before, time.Now()), keyFile)
+	default:
+		fmt.Fprintf(env.stderr, "kith: not added to the ssh-agent: %v\n", err)
+	}
 }
 
 func runSSHCAKey(ctx context.Context, env *environment, args []string) error {

@@ -2,7 +2,7 @@
 // none owns: the check for an installed tool (skip where it is missing,
 // fail under CI=true, where the real thing must be tested), waiting on a
 // condition instead of a sleep, free ports for servers that must be told
-// theirs, system users of a test's own, and the shared fixtures. It is imported by tests and
+// theirs, system users and ssh-agents of a test's own, and the shared fixtures. It is imported by tests and
 // test-support packages (pgtest, skstest, gpgtest) only.
 //
 // It does not start servers: PostgreSQL is package pgtest's, SKS package

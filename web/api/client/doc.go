@@ -4,14 +4,17 @@
 //
 //   - Identities: Claim, Add, Revoke and Lookup, signing the server's
 //     statements with the tools people already have (Tools: ssh-keygen -Y
-//     sign with a key file or the agent, gpg --clearsign); it never sees a
-//     private key.
+//     sign with a key file or the agent, gpg --clearsign); it reads a
+//     private key only to hand it, with its certificate, to the ssh-agent
+//     (AddCertificate, which ssh-add -t does too).
 //   - SSH logins: AuthorizedKeys (sshd's AuthorizedKeysCommand), which
 //     fails closed and falls back on a private cache only while the server
 //     is unavailable, and with a log key prints only keys whose proofs are
 //     in the transparency log; KnownHosts (ssh's KnownHostsCommand).
 //   - The SSH certificate authority: Certificate, CAKeys and KRL, each
-//     checked against the CA expected before anything is written.
+//     checked against the CA expected before anything is written; a
+//     certificate goes into the ssh-agent with a lifetime that ends at its
+//     expiry (AddCertificate).
 //   - The evidence log: Log pages through it, LogMonitor checks signed
 //     checkpoints against the last one verified (a state file).
 //
