@@ -85,10 +85,16 @@ func NewKey(origin string, seed []byte) (*Key, error) {
 // keyHash is the C2SP signed-note key ID of an Ed25519 key: the first four
 // bytes of SHA-256(name, newline, 0x01, public key).
 func keyHash(name string, pub ed25519.PublicKey) uint32 {
+	return keyHashOf(name, 0x01, pub)
+}
+
+// keyHashBytes is the first four bytes of SHA-256(name, newline, key),
+// key being the signature type and the public key.
+func keyHashBytes(name string, key []byte) uint32 {
 	h := sha256.New()
 	h.Write([]byte(name))
-	h.Write([]byte{'\n', 0x01})
-	h.Write(pub)
+	h.Write([]byte{'\n'})
+	h.Write(key)
 	return binary.BigEndian.Uint32(h.Sum(nil))
 }
 
