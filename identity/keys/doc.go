@@ -7,9 +7,9 @@
 //
 // The Store has two implementations: identity/postgres (the server's)
 // and identity/keys/inprocess (in memory, for tests). Frontends take the
-// parts of Store they read (Finder, Reader, Listener) and the Service as
-// an Uploader; the wiring (cmd/kith) subscribes their caches to the
-// Service (Subscribe).
+// parts of Store they read (Finder, Reader, Listener, ChangeLog) and the
+// Service as an Uploader; the wiring (cmd/kith) subscribes their caches
+// to the Service (Subscribe).
 //
 // It owns what a key upload does and in which order; it does not own
 // OpenPGP at packet level (package pgp: parsing, the key policy, merge,

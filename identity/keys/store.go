@@ -91,6 +91,7 @@ type Store interface {
 	Listener
 	Lister
 	Refusals
+	ChangeLog
 	Writer
 }
 

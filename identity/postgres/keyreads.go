@@ -263,15 +263,50 @@ func (s *Store) scanKeys(ctx context.Context, q keys.Query, sql string, arg any,
 	return ks, nil
 }
 
-// KeyStats counts the stored keys and the keys added and changed on each
-// of the last seven days. The total is exact up to a million keys and
-// PostgreSQL's planner estimate above, where counting every row would
+// countKeys counts the stored keys: exactly up to a million, as
+// PostgreSQL's planner estimates above, where counting every row would
 // cost seconds for a figure that changes all the time.
+const countKeys = `SELECT CASE WHEN reltuples > 1000000 THEN reltuples::bigint
+		ELSE (SELECT count(*) FROM keys) END
+	FROM pg_class WHERE oid = 'keys'::regclass`
+
+// CountKeys returns the number of stored keys (exact up to a million,
+// the planner's estimate above).
+func (s *Store) CountKeys(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, countKeys).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count keys: %w", err)
+	}
+	return n, nil
+}
+
+// ChangedPrefixes returns the first digits hex digits of the primary
+// fingerprints of the keys whose modified_at (which every write that
+// changes a key sets: insertKeys, updateKeys) falls in [from, to), each
+// once, sorted. It reads the keys_modified_at index's range; a span with
+// many changes (a bulk load's day) reads as many rows, which is why the
+// prefix log caches its answers.
+func (s *Store) ChangedPrefixes(ctx context.Context, from, to time.Time, digits int) ([]string, error) {
+	if digits < 1 {
+		return nil, fmt.Errorf("postgres: changed prefixes: %d digits", digits)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT substr(encode(fingerprint, 'hex'), 1, $3) AS p
+		FROM keys WHERE modified_at >= $1 AND modified_at < $2 ORDER BY p`, from, to, digits)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: changed prefixes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: changed prefixes: %w", err)
+	}
+	return out, nil
+}
+
+// KeyStats counts the stored keys and the keys added and changed on each
+// of the last seven days. The total is CountKeys's.
 func (s *Store) KeyStats(ctx context.Context) (keys.Stats, error) {
 	var st keys.Stats
-	if err := s.pool.QueryRow(ctx, `SELECT CASE WHEN reltuples > 1000000 THEN reltuples::bigint
-			ELSE (SELECT count(*) FROM keys) END
-		FROM pg_class WHERE oid = 'keys'::regclass`).Scan(&st.Keys); err != nil {
+	if err := s.pool.QueryRow(ctx, countKeys).Scan(&st.Keys); err != nil {
 		return st, fmt.Errorf("postgres: key stats: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT d.day,

@@ -12,6 +12,7 @@ package inprocess
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -430,6 +431,38 @@ func (s *Store) StreamPackets(ctx context.Context, fps [][]byte, fn func(fingerp
 		}
 	}
 	return nil
+}
+
+// ChangedPrefixes returns the first digits hex digits of the primary
+// fingerprints of the keys last changed in [from, to), each once, sorted.
+func (s *Store) ChangedPrefixes(ctx context.Context, from, to time.Time, digits int) ([]string, error) {
+	if digits < 1 {
+		return nil, fmt.Errorf("inprocess: changed prefixes: %d digits", digits)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range s.byFP {
+		if r.modified.Before(from) || !r.modified.Before(to) {
+			continue
+		}
+		p := hex.EncodeToString(r.desc.Fingerprint)
+		p = p[:min(digits, len(p))]
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// CountKeys returns the number of stored keys.
+func (s *Store) CountKeys(ctx context.Context) (int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return int64(len(s.byFP)), nil
 }
 
 // KeyStats counts the stored keys and the keys first seen and changed on

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,5 +129,45 @@ func TestStoreBlocksAndTombstones(t *testing.T) {
 	}
 	if w, err := st.AddKey(ctx, other); err != nil || w.Change != keys.Blocked || w.Key != nil {
 		t.Errorf("upload of a blocked key: %+v, %v", w, err)
+	}
+}
+
+// TestChangedPrefixesAreTheKeysLastChangedInTheSpan: as postgres's, a key
+// is in the span of its last change, and a write that changes nothing
+// leaves it there.
+func TestChangedPrefixesAreTheKeysLastChangedInTheSpan(t *testing.T) {
+	ctx := context.Background()
+	now := testTime
+	st := inprocess.New(inprocess.Options{Now: func() time.Time { return now }})
+	a, b := entity(t, "A", "a@example.org", 1), entity(t, "B", "b@example.org", 2)
+	if _, err := st.AddKeys(ctx, []*pgp.Key{applied(t, a), applied(t, b)}); err != nil {
+		t.Fatal(err)
+	}
+	day := testTime.Truncate(24 * time.Hour)
+	now = testTime.AddDate(0, 0, 1)
+	if err := a.AddUserId("A", "", "second@example.org", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddKeys(ctx, []*pgp.Key{applied(t, a), applied(t, b)}); err != nil {
+		t.Fatal(err)
+	}
+	hexFP := func(e *openpgp.Entity) string { return fmt.Sprintf("%x", e.PrimaryKey.Fingerprint) }
+	for _, tc := range []struct {
+		from   time.Time
+		digits int
+		want   []string
+	}{
+		{day, 40, []string{hexFP(b)}},
+		{day.AddDate(0, 0, 1), 40, []string{hexFP(a)}},
+		{day.AddDate(0, 0, 1), 2, []string{hexFP(a)[:2]}},
+		{day.AddDate(0, 0, 2), 40, nil},
+	} {
+		got, err := st.ChangedPrefixes(ctx, tc.from, tc.from.AddDate(0, 0, 1), tc.digits)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("ChangedPrefixes(%s, %d digits) = %q, %v; want %q", tc.from.Format(time.DateOnly), tc.digits, got, err, tc.want)
+		}
+	}
+	if n, err := st.CountKeys(ctx); err != nil || n != 2 {
+		t.Errorf("CountKeys: %d, %v; want 2", n, err)
 	}
 }
