@@ -77,7 +77,13 @@ func newSealer(key []byte) (*sealer, error) {
 
 // seal encrypts f for the cookie named name; the name is authenticated too.
 func (s *sealer) seal(name string, f flowState) (string, error) {
-	plain, err := json.Marshal(f)
+	return s.sealJSON(name, f)
+}
+
+// sealJSON encrypts v, as JSON, under the name, which is authenticated
+// too: a value sealed under one name does not open under another.
+func (s *sealer) sealJSON(name string, v any) (string, error) {
+	plain, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("oidc: seal flow: %w", err)
 	}
@@ -94,25 +100,33 @@ var errBadCookie = errors.New("cookie does not authenticate")
 // open decrypts a cookie value sealed for name and checks its expiry.
 func (s *sealer) open(name, value string, now time.Time) (flowState, error) {
 	var f flowState
-	if len(value) > maxCookieLen {
-		return f, errBadCookie
-	}
-	b, err := base64.RawURLEncoding.DecodeString(value)
-	if err != nil || len(b) < s.aead.NonceSize()+s.aead.Overhead() {
-		return f, errBadCookie
-	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, b[:n], b[n:], []byte(name))
-	if err != nil {
-		return f, errBadCookie
-	}
-	if err := json.Unmarshal(plain, &f); err != nil {
-		return f, errBadCookie
+	if err := s.openJSON(name, value, &f); err != nil {
+		return flowState{}, err
 	}
 	if !now.Before(time.Unix(f.Expires, 0)) {
 		return flowState{}, errors.New("login took longer than " + FlowLifetime.String())
 	}
 	return f, nil
+}
+
+// openJSON decrypts a value sealed under name into v.
+func (s *sealer) openJSON(name, value string, v any) error {
+	if len(value) > maxCookieLen {
+		return errBadCookie
+	}
+	b, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil || len(b) < s.aead.NonceSize()+s.aead.Overhead() {
+		return errBadCookie
+	}
+	n := s.aead.NonceSize()
+	plain, err := s.aead.Open(nil, b[:n], b[n:], []byte(name))
+	if err != nil {
+		return errBadCookie
+	}
+	if err := json.Unmarshal(plain, v); err != nil {
+		return errBadCookie
+	}
+	return nil
 }
 
 // cookieName is the flow cookie's name for a provider. On https the

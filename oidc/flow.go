@@ -195,6 +195,7 @@ func (p *Provider) finish(w http.ResponseWriter, r *http.Request) (*Login, error
 		Nonce:             claims.Nonce,
 		Pending:           flow.Pending,
 		MinimalClaims:     minimalClaims(raw),
+		Claims:            claims,
 	}, nil
 }
 

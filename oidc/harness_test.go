@@ -25,7 +25,7 @@ import (
 
 // The test provider's accounts and Kith's client there.
 var (
-	alice = oidctest.User{Subject: "u-1001", Username: "Alice.Liddell", Email: "alice@example.org", EmailVerified: true, Name: "Alice Liddell"}
+	alice = oidctest.User{Subject: "u-1001", Username: "Alice.Liddell", Email: "alice@example.org", EmailVerified: true, Name: "Alice Liddell", Groups: []string{"admins", "staff"}}
 	bob   = oidctest.User{Subject: "u-1002", Username: "bob", Email: "bob@example.com", EmailVerified: false, Name: "Bob"}
 )
 

@@ -28,10 +28,11 @@ import (
 //   - auth_time, iat and exp: when the person authenticated, for the
 //     evidence record.
 //
-// Nothing else (address, phone, birthdate, groups, the access token, the
-// refresh token) is read or kept. RawIDToken holds what the provider signed,
-// and may contain more claims than these: it is stored as evidence, not
-// read for data.
+// Nothing else (address, phone, birthdate, the access token, the refresh
+// token) is read or kept, except a claim the caller reads from Claims by
+// name (Claims.Strings: the groups an operator maps to SSH principals).
+// RawIDToken holds what the provider signed, and may contain more claims
+// than these: it is stored as evidence, not read for data.
 type Login struct {
 	Provider          string // the ProviderConfig.Name
 	Issuer            string // iss
@@ -69,6 +70,9 @@ type Login struct {
 	Nonce string
 	// Pending is what BeginOptions.Pending handed to the login's start.
 	Pending string
+	// Claims are the verified token's claims, for a claim Login does not
+	// name (Claims.Strings reads it: groups, say).
+	Claims *Claims
 	// MinimalClaims reports that the ID token carries nothing but the
 	// account, the client, times, the nonce and the protocol's claims (as
 	// a consent login's, with scope openid, should): nothing private.
@@ -92,6 +96,33 @@ type Claims struct {
 	Expiry            time.Time
 	KeyID             string // the JWS header's kid (set by VerifyEvidence)
 	Algorithm         string // the JWS header's alg (set by VerifyEvidence)
+
+	// payload is the verified payload, for Strings.
+	payload []byte
+}
+
+// Strings returns the values of the claim name of the verified token: a
+// string claim as one value, a list of strings as its strings; nothing for
+// a missing claim or one of another type (a number, an object). It is
+// how a claim such as groups, which Claims does not name, is read.
+func (c *Claims) Strings(name string) []string {
+	var all map[string]json.RawMessage
+	if json.Unmarshal(c.payload, &all) != nil {
+		return nil
+	}
+	raw, ok := all[name]
+	if !ok {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) == nil {
+		return many
+	}
+	return nil
 }
 
 // rawClaims decodes an ID token payload, tolerating the variants providers
@@ -134,6 +165,7 @@ func parseClaims(payload []byte) (*Claims, error) {
 		AuthTime:          r.AuthTime.time(),
 		IssuedAt:          r.IssuedAt.time(),
 		Expiry:            r.Expiry.time(),
+		payload:           payload,
 	}, nil
 }
 

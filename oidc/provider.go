@@ -216,7 +216,10 @@ func (p *Provider) discoverOnce(ctx context.Context) (*discovered, error) {
 	// The endpoints must be as safe as the issuer: https, or http on a
 	// loopback address.
 	ep := gp.Endpoint()
-	for _, e := range []struct{ name, url string }{{"jwks_uri", meta.JWKSURI}, {"authorization_endpoint", ep.AuthURL}, {"token_endpoint", ep.TokenURL}} {
+	for _, e := range []struct{ name, url string }{{"jwks_uri", meta.JWKSURI}, {"authorization_endpoint", ep.AuthURL}, {"token_endpoint", ep.TokenURL}, {"device_authorization_endpoint", ep.DeviceAuthURL}} {
+		if e.url == "" && e.name == "device_authorization_endpoint" {
+			continue // optional: only the device grant needs it
+		}
 		if err := checkURL(e.url, true); err != nil {
 			return nil, fmt.Errorf("%w: discovery document: %s: %v", ErrProviderUnavailable, e.name, err)
 		}

@@ -13,6 +13,12 @@
 // With Config.AutoLogin the GET approves at once, so a plain client that
 // follows redirects goes from Kith's Begin straight to its callback.
 //
+// It also serves the device authorization grant (RFC 8628): the device
+// authorization endpoint (discovery's device_authorization_endpoint), the
+// device code at the token endpoint, and the verification page a test
+// posts the user code to (see device.go). A user's Groups go into ID
+// tokens as the groups claim when the client asks for scope groups.
+//
 // Some switches make the provider misbehave on purpose, so tests can check
 // that Kith handles what it sends: Client.Audience (more audiences in ID
 // tokens; the provider always adds the client's own, with azp naming it),

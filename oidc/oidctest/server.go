@@ -4,6 +4,7 @@
 package oidctest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"html/template"
@@ -21,7 +22,13 @@ type User struct {
 	Email         string
 	EmailVerified bool
 	Name          string
+	// Groups go into the ID token's groups claim when the client asks for
+	// scope groups.
+	Groups []string
 }
+
+// ScopeGroups is the scope that asks for the groups claim.
+const ScopeGroups = "groups"
 
 // Client is a client registered at the test provider (a confidential web
 // client, or a public one when Secret is empty).
@@ -44,6 +51,9 @@ type Config struct {
 	// AutoLogin, when set, is the username that GET /login approves at
 	// once, without showing the form.
 	AutoLogin string
+	// DevicePollInterval is the interval the device authorization
+	// endpoint asks clients to poll at (whole seconds; 1s when zero).
+	DevicePollInterval time.Duration
 }
 
 // Server is a running test provider.
@@ -70,6 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		requests: make(map[string]*authRequest),
 		codes:    make(map[string]string),
 		tokens:   make(map[string]string),
+		devices:  make(map[string]*deviceAuth),
 	}
 	for _, c := range cfg.Clients {
 		st.clients[c.ID] = &client{c}
@@ -92,12 +103,17 @@ func Start(cfg Config) (*Server, error) {
 		CryptoKey:      cryptoKey,
 		CodeMethodS256: true,
 		AuthMethodPost: true,
+		DeviceAuthorization: op.DeviceAuthorizationConfig{
+			Lifetime: 5 * time.Minute, PollInterval: cmp.Or(cfg.DevicePollInterval, time.Second),
+			UserFormPath: "/device", UserCode: op.UserCodeBase20,
+		},
 	}, st, op.StaticIssuer(s.Issuer))
 	if err != nil {
 		s.http.Close()
 		return nil, fmt.Errorf("oidctest: provider: %w", err)
 	}
 	mux.HandleFunc("/login", s.login)
+	mux.HandleFunc("/device", s.device)
 	mux.Handle("/", s.op)
 	return s, nil
 }

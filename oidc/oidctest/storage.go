@@ -103,7 +103,9 @@ func (c *client) AuthMethod() oidc.AuthMethod {
 func (c *client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c *client) GrantTypes() []oidc.GrantType        { return []oidc.GrantType{oidc.GrantTypeCode} }
+func (c *client) GrantTypes() []oidc.GrantType {
+	return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeDeviceCode}
+}
 func (c *client) LoginURL(id string) string           { return "/login?authRequestID=" + id }
 func (c *client) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
 func (c *client) IDTokenLifetime() time.Duration {
@@ -138,6 +140,9 @@ type storage struct {
 	codes      map[string]string // code -> request ID
 	tokens     map[string]string // access token ID -> subject
 	codesIssue int
+	devices    map[string]*deviceAuth // by device code
+	// devicePolls counts the token endpoint's device code requests.
+	devicePolls int
 }
 
 var _ op.Storage = (*storage)(nil)
@@ -330,6 +335,11 @@ func (s *storage) userinfo(info *oidc.UserInfo, subject string, scopes []string)
 			info.PreferredUsername, info.Name = u.Username, u.Name
 		case oidc.ScopeEmail:
 			info.Email, info.EmailVerified = u.Email, oidc.Bool(u.EmailVerified)
+		case ScopeGroups:
+			// As Dex does: the groups claim, in the ID token too.
+			if u.Groups != nil {
+				info.AppendClaims("groups", slices.Clone(u.Groups))
+			}
 		}
 	}
 	return nil
