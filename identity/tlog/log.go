@@ -4,6 +4,7 @@
 package tlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -49,8 +50,26 @@ type TreeTx interface {
 	SetCheckpoint(ctx context.Context, size int64, signed []byte) error
 }
 
+// Witnesses asks witnesses to cosign the log's checkpoints
+// (identity/tlog/witness.Submitter is one). The log calls it while it
+// holds the tree's lock, so that one node at a time submits, in order.
+type Witnesses interface {
+	// Witness returns signed, the checkpoint c, with the cosignatures the
+	// witnesses returned merged in; prev is the size of the checkpoint
+	// before it and prove returns the consistency proof from an older
+	// size to c. It returns within its own bound, with what arrived.
+	Witness(ctx context.Context, signed []byte, c Checkpoint, prev int64, prove func(old int64) (xtlog.TreeProof, error)) []byte
+	// Retry reports whether the latest checkpoint, signed, should be
+	// submitted again though the log did not grow (a witness's
+	// cosignature is missing).
+	Retry(signed []byte) bool
+}
+
 // Options configures a Log.
 type Options struct {
+	// Witnesses, when set, cosign each checkpoint before it is
+	// published.
+	Witnesses Witnesses
 	// Interval is the least time between two checkpoints while records
 	// arrive; zero means DefaultInterval.
 	Interval time.Duration
@@ -71,6 +90,7 @@ type Log struct {
 	interval time.Duration
 	log      *slog.Logger
 	kick     chan struct{}
+	wit      Witnesses
 }
 
 // New returns the log over store signed by key.
@@ -81,7 +101,7 @@ func New(store Storage, key *Key, opts Options) *Log {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Log{store: store, key: key, interval: opts.Interval, log: opts.Logger, kick: make(chan struct{}, 1)}
+	return &Log{store: store, key: key, interval: opts.Interval, log: opts.Logger, kick: make(chan struct{}, 1), wit: opts.Witnesses}
 }
 
 // Key returns the log's signing key.
@@ -160,6 +180,9 @@ func (l *Log) integrate(ctx context.Context, tx TreeTx) (size int64, more bool, 
 		return 0, false, err
 	}
 	if len(hashes) == 0 && signed != nil && l.signedByKey(signed) {
+		if l.wit != nil && l.wit.Retry(signed) {
+			return old, false, l.rewitness(ctx, tx, old, signed)
+		}
 		return old, false, nil
 	}
 	// Hashes written in this transaction are read back from here.
@@ -222,10 +245,38 @@ func (l *Log) integrate(ctx context.Context, tx TreeTx) (size int64, more bool, 
 	if err != nil {
 		return 0, false, err
 	}
+	if l.wit != nil {
+		note = l.wit.Witness(ctx, note, Checkpoint{Origin: l.key.Name(), Size: size, Root: root}, old, func(n int64) (xtlog.TreeProof, error) {
+			return xtlog.ProveTree(size, n, reader)
+		})
+	}
 	if err := tx.SetCheckpoint(ctx, size, note); err != nil {
 		return 0, false, err
 	}
 	return size, len(hashes) == batchSize, nil
+}
+
+// rewitness submits the latest checkpoint, signed, of size, again and
+// stores it with the cosignatures that arrived.
+func (l *Log) rewitness(ctx context.Context, tx TreeTx, size int64, signed []byte) error {
+	c, err := ParseCheckpoint(noteText(signed))
+	if err != nil {
+		return err
+	}
+	reader := xtlog.HashReaderFunc(func(indexes []int64) ([]xtlog.Hash, error) { return tx.ReadHashes(ctx, indexes) })
+	cosigned := l.wit.Witness(ctx, signed, c, size, func(n int64) (xtlog.TreeProof, error) {
+		return xtlog.ProveTree(size, n, reader)
+	})
+	if bytes.Equal(cosigned, signed) {
+		return nil
+	}
+	return tx.SetCheckpoint(ctx, size, cosigned)
+}
+
+// noteText is the text of a signed note (nil if it is not one).
+func noteText(signed []byte) []byte {
+	text, _, _ := SplitNote(signed)
+	return text
 }
 
 // treeHash is xtlog.TreeHash, with RFC 6962's hash of the empty tree
