@@ -219,6 +219,10 @@ type HKPConfig struct {
 	// and web uploads) in progress at once; beyond it they are answered
 	// 503 with Retry-After before their body is read.
 	MaxConcurrentUploads int `toml:"max_concurrent_uploads"`
+	// PrefixLogMinKeys is the fewest stored keys each prefix of the
+	// prefix log (/pks/v2/prefixlog/DATE) names on average; it sets the
+	// prefix length from the store's size (keys.PrefixDigits).
+	PrefixLogMinKeys int `toml:"prefixlog_min_keys"`
 }
 
 // WebConfig is the [web] section.
@@ -311,7 +315,7 @@ func defaultConfig() Config {
 		SMTP: SMTPConfig{StartTLS: true, MailsPerAddressPerHour: identity.DefaultMailsPerAddress},
 		TLS:  TLSConfig{ACMEDirectory: autocert.DefaultACMEDirectory},
 		HKP: HKPConfig{EmailLookup: "all", Uploads: string(keys.UploadsOpen), MaxAnswerBytes: hkp.DefaultMaxAnswerSize,
-			MaxConcurrentUploads: keys.DefaultMaxConcurrentUploads()},
+			MaxConcurrentUploads: keys.DefaultMaxConcurrentUploads(), PrefixLogMinKeys: keys.DefaultPrefixKeys},
 		SSHCA: SSHCAConfig{
 			Validity:            settings.Duration(identity.DefaultCertificateValidity),
 			MaxValidity:         settings.Duration(identity.DefaultMaxCertificateValidity),
@@ -364,6 +368,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"wkd.domains", "mail `domains` (comma-separated) whose Web Key Directory Kith serves", func(c *Config) flag.Value { return (*settings.ListValue)(&c.WKD.Domains) }},
 		{"hosts.names", "host `names` (comma-separated; *.DOMAIN for every name below DOMAIN) whose SSH host keys may be published as host:NAME, signed by the host key", func(c *Config) flag.Value { return (*settings.ListValue)(&c.Hosts.Names) }},
 		{"hkp.max_answer_bytes", "the most key `bytes` one op=get or /pks/hashquery answers; a broader get is refused with 400, a hashquery answers the keys that fit", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.MaxAnswerBytes) }},
+		{"hkp.prefixlog_min_keys", "the fewest stored keys each prefix of the prefix log (/pks/v2/prefixlog/DATE) names on average (a `number`): prefixes lengthen as the store grows", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.PrefixLogMinKeys) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Log.KeyFile) }},
 		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SSHCA.Enabled) }},
@@ -528,6 +533,9 @@ func (c Config) validate() error {
 	}
 	if c.HKP.MaxAnswerBytes < 1<<20 {
 		return errors.New("setting hkp.max_answer_bytes: must be at least 1048576 (one key may be 1 MiB)")
+	}
+	if c.HKP.PrefixLogMinKeys < 1 {
+		return errors.New("setting hkp.prefixlog_min_keys: must be at least 1")
 	}
 	if _, err := identity.ParseHostPolicy(c.Hosts.Names); err != nil {
 		return fmt.Errorf("setting hosts.names: %w", err)

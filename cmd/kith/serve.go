@@ -191,9 +191,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	mux := http.NewServeMux()
 	hkpHandler.Register(mux)
 	// HKP v2 (draft-ietf-openpgp-hkp) under /pks/v2/, beside the legacy
-	// routes above, which stay as gpg knows them.
+	// routes above, which stay as gpg knows them. The prefix log lets
+	// clients refresh only keys whose prefix changed.
+	prefixLog := hkpv2.NewPrefixLog(st.Store, hkpv2.PrefixLogOptions{MinKeys: cfg.HKP.PrefixLogMinKeys,
+		Registerer: reg, Logger: log.With("component", "hkpv2")})
 	hkpv2.NewHandler(st.Store, st.Store, hkpv2.Options{EmailLookupLimit: limits.emailLookups,
-		MaxAnswerSize: cfg.HKP.MaxAnswerBytes, Logger: log.With("component", "hkpv2")}).Register(mux)
+		MaxAnswerSize: cfg.HKP.MaxAnswerBytes, PrefixLog: prefixLog, Logger: log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
