@@ -355,10 +355,12 @@ func capabilities(algo packet.PublicKeyAlgorithm, s *selfSig) Capabilities {
 	case packet.PubKeyAlgoRSA:
 		return Capabilities{Sign: true, Encrypt: true}
 	case packet.PubKeyAlgoRSAEncryptOnly, packet.PubKeyAlgoElGamal, packet.PubKeyAlgoECDH,
-		packet.PubKeyAlgoX25519, packet.PubKeyAlgoX448:
+		packet.PubKeyAlgoX25519, packet.PubKeyAlgoX448, packet.PubKeyAlgoMlkem768X25519, packet.PubKeyAlgoMlkem1024X448:
 		return Capabilities{Encrypt: true}
 	case packet.PubKeyAlgoRSASignOnly, packet.PubKeyAlgoDSA, packet.PubKeyAlgoECDSA,
-		packet.PubKeyAlgoEdDSA, packet.PubKeyAlgoEd25519, packet.PubKeyAlgoEd448:
+		packet.PubKeyAlgoEdDSA, packet.PubKeyAlgoEd25519, packet.PubKeyAlgoEd448,
+		packet.PubKeyAlgoMldsa65Ed25519, packet.PubKeyAlgoMldsa87Ed448,
+		packet.PubKeyAlgoSlhdsaShake128s, packet.PubKeyAlgoSlhdsaShake128f, packet.PubKeyAlgoSlhdsaShake256s:
 		return Capabilities{Sign: true}
 	}
 	return Capabilities{}
@@ -375,6 +377,11 @@ func keySize(km *keyMaterial) (bits int, curve string) {
 		return 448, "ed448"
 	case packet.PubKeyAlgoX448:
 		return 448, "cv448"
+	}
+	if _, pqc := pqcSizes[byte(km.algo)]; pqc {
+		// Named in full by the algorithm (ML-KEM-768+X25519, ...); no size
+		// is shown, as for X25519.
+		return 0, ""
 	}
 	if km.pub == nil {
 		if km.version <= 3 && len(km.body) > 8 {

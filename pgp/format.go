@@ -26,7 +26,8 @@ func GroupFingerprint(hex string) string {
 	return b.String()
 }
 
-// algorithmNames names the public-key algorithms of RFC 9580 section 9.1:
+// algorithmNames names the public-key algorithms of RFC 9580 section 9.1
+// and RFC 9980's post-quantum ones:
 // for people (AlgorithmName) and as gpg abbreviates them (GPGAlgorithmName).
 // fixed marks the algorithms whose name says their size (X25519, Ed448, …).
 var algorithmNames = map[int]struct {
@@ -46,6 +47,15 @@ var algorithmNames = map[int]struct {
 	26: {"X448", "x448", true},
 	27: {"Ed25519", "ed25519", true},
 	28: {"Ed448", "ed448", true},
+	// RFC 9980. gpg has no names for them (GnuPG implements none of its
+	// algorithms); these follow its style.
+	30: {"ML-DSA-65+Ed25519", "mldsa65ed25519", true},
+	31: {"ML-DSA-87+Ed448", "mldsa87ed448", true},
+	32: {"SLH-DSA-SHAKE-128s", "slhdsa128s", true},
+	33: {"SLH-DSA-SHAKE-128f", "slhdsa128f", true},
+	34: {"SLH-DSA-SHAKE-256s", "slhdsa256s", true},
+	35: {"ML-KEM-768+X25519", "mlkem768x25519", true},
+	36: {"ML-KEM-1024+X448", "mlkem1024x448", true},
 }
 
 // AlgorithmName names a key's public-key algorithm (an RFC 9580 algorithm

@@ -44,10 +44,18 @@ type Policy struct {
 	// Hockeypuck limit.
 	MaxKeySize int
 	// MaxPacketSize caps a public-key, subkey or user-ID packet body.
-	// Default 8 KiB (an RSA 16384 key is about 2 KiB).
+	// Default 8 KiB (an RSA 16384 key is about 2 KiB, the largest
+	// post-quantum key, ML-DSA-87+Ed448, 2,659 bytes; ML-KEM-1024+X448
+	// 1,634).
 	MaxPacketSize int
 	// MaxSignatureSize caps a signature packet body. Default 64 KiB
-	// (signatures with long notations exist; larger ones are abuse).
+	// (signatures with long notations exist; larger ones are abuse). The
+	// largest signatures RFC 9980 makes fit it: an SLH-DSA-SHAKE-256s
+	// signature is 29,792 bytes of value, and the binding of an
+	// SLH-DSA-SHAKE-256s signing subkey, which embeds the subkey's own
+	// back-signature, about 60,000 (TestPolicyKeepsLargestPQCSignature);
+	// Hockeypuck, which raised its signature cap for them, caps at the
+	// same 64 KiB.
 	MaxSignatureSize int
 	// MaxUserAttributeSize caps a user attribute (photo ID) body.
 	// Default 64 KiB.

@@ -403,7 +403,8 @@ func plausibleKeyHeader(b []byte) bool {
 	return knownAlgorithm(packet.PublicKeyAlgorithm(algo))
 }
 
-// knownAlgorithm reports whether a is a public-key algorithm RFC 9580 lists.
+// knownAlgorithm reports whether a is a public-key algorithm RFC 9580 or
+// RFC 9980 lists.
 func knownAlgorithm(a packet.PublicKeyAlgorithm) bool {
 	switch a {
 	case packet.PubKeyAlgoRSA, packet.PubKeyAlgoRSAEncryptOnly, packet.PubKeyAlgoRSASignOnly,
@@ -412,7 +413,8 @@ func knownAlgorithm(a packet.PublicKeyAlgorithm) bool {
 		packet.PubKeyAlgoEd25519, packet.PubKeyAlgoEd448:
 		return true
 	}
-	return false
+	_, pqc := pqcSizes[byte(a)]
+	return pqc
 }
 
 // ReadKeys reads every key from r with the default limits (see Reader). It

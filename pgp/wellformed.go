@@ -134,7 +134,43 @@ const (
 	algoX448           = 26
 	algoEd25519        = 27
 	algoEd448          = 28
+	// RFC 9980's post-quantum algorithms: composite ML-DSA+EdDSA and
+	// stand-alone SLH-DSA signatures, composite ML-KEM+ECDH encryption.
+	algoMLDSA65Ed25519  = 30
+	algoMLDSA87Ed448    = 31
+	algoSLHDSAShake128s = 32
+	algoSLHDSAShake128f = 33
+	algoSLHDSAShake256s = 34
+	algoMLKEM768X25519  = 35
+	algoMLKEM1024X448   = 36
 )
+
+// pqcSizes gives, for each post-quantum algorithm of RFC 9980, the size of
+// its public-key fields (an ECC part, if any, then the post-quantum key;
+// section 5 and 6 of RFC 9980) and of its signature value (the EdDSA
+// signature, then the ML-DSA one; or the SLH-DSA signature). All are
+// fixed-size octet strings, with no length prefixes, so a key or signature
+// of any other size is malformed. sig is 0 for the encryption algorithms.
+var pqcSizes = map[byte]struct{ key, sig int }{
+	algoMLDSA65Ed25519:  {32 + 1952, 64 + 3309},
+	algoMLDSA87Ed448:    {57 + 2592, 114 + 4627},
+	algoSLHDSAShake128s: {32, 7856},
+	algoSLHDSAShake128f: {32, 17088},
+	algoSLHDSAShake256s: {64, 29792},
+	algoMLKEM768X25519:  {32 + 1184, 0},
+	algoMLKEM1024X448:   {56 + 1568, 0},
+}
+
+// algorithmFitsVersion reports whether RFC 9980 allows algo in a key or
+// signature packet of version v: its algorithms never in v3 packets, and
+// all but ML-KEM-768+X25519 (which may be a subkey of a v4 key, section
+// 4.2 of RFC 9980) only in v6 ones. Other algorithms fit every version.
+func algorithmFitsVersion(algo byte, v byte) bool {
+	if _, pqc := pqcSizes[algo]; !pqc {
+		return true
+	}
+	return v == 6 || (v == 4 && algo == algoMLKEM768X25519)
+}
 
 // checkPublicKey checks a public-key or public-subkey packet body (RFC 9580
 // section 5.5.2; version 3 as RFC 4880 section 5.5.2 has it).
@@ -165,6 +201,9 @@ func checkPublicKey(body []byte) error {
 		algo, fields = body[5], body[10:]
 	default:
 		return fmt.Errorf("%w: %w: v%d key", ErrMalformedKey, ErrUnknownVersion, v)
+	}
+	if !algorithmFitsVersion(algo, body[0]) {
+		return fmt.Errorf("%w: %w %d in a v%d key, which RFC 9980 does not allow", ErrMalformedKey, ErrUnknownAlgorithm, algo, body[0])
 	}
 	if err := checkKeyFields(algo, fields); err != nil {
 		return fmt.Errorf("%w: %w", ErrMalformedKey, err)
@@ -197,6 +236,9 @@ func checkKeyFields(algo byte, b []byte) error {
 		b, err = fixed(b, 32, "Ed25519 public key")
 	case algoEd448:
 		b, err = fixed(b, 57, "Ed448 public key")
+	case algoMLDSA65Ed25519, algoMLDSA87Ed448, algoSLHDSAShake128s, algoSLHDSAShake128f, algoSLHDSAShake256s,
+		algoMLKEM768X25519, algoMLKEM1024X448:
+		b, err = fixed(b, pqcSizes[algo].key, fmt.Sprintf("algorithm %d public key", algo))
 	default:
 		return fmt.Errorf("%w %d", ErrUnknownAlgorithm, algo)
 	}
@@ -278,6 +320,9 @@ func checkSignatureBody(body []byte, depth int) error {
 		if body[1] != 5 {
 			return fmt.Errorf("%w: v%d signature hashes %d bytes, not 5", ErrMalformedPacket, v, body[1])
 		}
+		if !algorithmFitsVersion(body[15], v) {
+			return fmt.Errorf("%w %d in a v%d signature, which RFC 9980 does not allow", ErrUnknownAlgorithm, body[15], v)
+		}
 		return checkSignatureValue(body[15], body[19:])
 	case 4, 6: // RFC 9580 section 5.2.3
 	default:
@@ -287,6 +332,9 @@ func checkSignatureBody(body []byte, depth int) error {
 		return fmt.Errorf("%w: v%d signature of %d bytes", ErrMalformedPacket, v, len(body))
 	}
 	algo, hashAlgo := body[2], body[3]
+	if !algorithmFitsVersion(algo, v) {
+		return fmt.Errorf("%w %d in a v%d signature, which RFC 9980 does not allow", ErrUnknownAlgorithm, algo, v)
+	}
 	rest := body[4:]
 	for _, area := range []string{"hashed", "unhashed"} {
 		var n uint64
@@ -350,7 +398,9 @@ func checkSignatureValue(algo byte, b []byte) error {
 		b, err = fixed(b, 64, "Ed25519 signature")
 	case algoEd448:
 		b, err = fixed(b, 114, "Ed448 signature")
-	case algoECDH, algoX25519, algoX448:
+	case algoMLDSA65Ed25519, algoMLDSA87Ed448, algoSLHDSAShake128s, algoSLHDSAShake128f, algoSLHDSAShake256s:
+		b, err = fixed(b, pqcSizes[algo].sig, fmt.Sprintf("algorithm %d signature", algo))
+	case algoECDH, algoX25519, algoX448, algoMLKEM768X25519, algoMLKEM1024X448:
 		return fmt.Errorf("%w: a signature by encryption-only algorithm %d", ErrMalformedPacket, algo)
 	default:
 		return fmt.Errorf("%w %d", ErrUnknownAlgorithm, algo)
