@@ -166,10 +166,10 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 		}
 		switch {
 		case p.change == keys.Blocked:
-			// A key's user IDs and subkeys go with it (no foreign key
-			// cascades: migration 0013).
-			for _, q := range []string{"DELETE FROM user_ids WHERE key_ref = $1", "DELETE FROM subkeys WHERE key_ref = $1", "DELETE FROM keys WHERE id = $1"} {
-				if _, err := tx.Exec(ctx, q, id); err != nil {
+			// A key's user IDs (with their words) and subkeys go with it
+			// (no foreign key cascades: migration 0013).
+			for _, q := range []string{deleteKeyWords, "DELETE FROM user_ids WHERE key_ref = ANY($1)", "DELETE FROM subkeys WHERE key_ref = ANY($1)", "DELETE FROM keys WHERE id = ANY($1)"} {
+				if _, err := tx.Exec(ctx, q, []int64{id}); err != nil {
 					return fmt.Errorf("delete key: %w", err)
 				}
 			}

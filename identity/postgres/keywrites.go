@@ -348,8 +348,25 @@ func readInsertedIDs(res pgx.Rows, ps []*pendingKey) error {
 	return nil
 }
 
-// updateKeys rewrites changed keys and drops their old user IDs and
-// subkeys, which writeComponents writes anew.
+// insertKeyWords writes the key_words rows (migration 0019) of the keys
+// $1 from their user_ids rows, written just before in the same
+// transaction: the lexemes of user_ids.words, the very tsvector a search
+// by words checks, so that no key a search matches lacks the row of one of
+// its words.
+const insertKeyWords = `INSERT INTO key_words (word, key_ref)
+	SELECT DISTINCT w.word, u.key_ref FROM user_ids u, unnest(tsvector_to_array(u.words)) AS w(word)
+	WHERE u.key_ref = ANY($1)`
+
+// deleteKeyWords removes the key_words rows of the keys $1, found from
+// their user_ids rows, which must still be there (it runs before they
+// go): the rows insertKeyWords wrote from them. This takes the table's
+// one index, and no index by key that every upload would also write.
+const deleteKeyWords = `DELETE FROM key_words k
+	USING user_ids u, unnest(tsvector_to_array(u.words)) AS w(word)
+	WHERE u.key_ref = ANY($1) AND k.word = w.word AND k.key_ref = u.key_ref`
+
+// updateKeys rewrites changed keys and drops their old user IDs (with
+// their words) and subkeys, which writeComponents writes anew.
 func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
@@ -365,6 +382,7 @@ func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 			p.id, digest[:], p.key.Bytes(), int16(d.Version), int16(d.Algorithm), int32(d.Bits), d.Curve,
 			d.Created, nullTime(d.Expires), d.Revoked)
 	}
+	batch.Queue(deleteKeyWords, ids)
 	batch.Queue("DELETE FROM user_ids WHERE key_ref = ANY($1)", ids)
 	batch.Queue("DELETE FROM subkeys WHERE key_ref = ANY($1)", ids)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
@@ -373,14 +391,17 @@ func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	return nil
 }
 
-// writeComponents writes the user IDs and subkeys of changed keys: for a
-// small batch as one round trip of INSERTs, for a large one through COPY.
+// writeComponents writes the user IDs (with their words) and subkeys of
+// changed keys: for a small batch as one round trip of INSERTs, for a
+// large one through COPY.
 func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(ps) == 0 {
 		return nil
 	}
 	var uids, subs [][]any
-	for _, p := range ps {
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.id
 		d := p.key.Describe()
 		for i, u := range d.UserIDs {
 			uids = append(uids, []any{p.id, int32(i), cleanText(u.Text), cleanText(u.Email),
@@ -402,6 +423,7 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 			sql, args := unnestInsert("user_ids", uidCols,
 				[]string{"int8", "int4", "text", "text", "timestamptz", "timestamptz", "bool", "bool"}, uids, "")
 			batch.Queue(sql, args...)
+			batch.Queue(insertKeyWords, ids)
 		}
 		if len(subs) > 0 {
 			sql, args := unnestInsert("subkeys", subCols,
@@ -416,6 +438,9 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 	if len(uids) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"}, uidCols, pgx.CopyFromRows(uids)); err != nil {
 			return fmt.Errorf("copy user IDs: %w", err)
+		}
+		if _, err := tx.Exec(ctx, insertKeyWords, ids); err != nil {
+			return fmt.Errorf("insert user IDs' words: %w", err)
 		}
 	}
 	if len(subs) > 0 {
