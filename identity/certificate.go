@@ -96,6 +96,10 @@ type CertificatePolicy struct {
 	// Principals returns the principals an identity has besides its
 	// handle (configured by the operator), or nil.
 	Principals func(h Handle) []string
+	// ClaimPrincipals grant principals from the claims of the login that
+	// approves a certificate (CertificateRequest.Approval); a certificate
+	// without such a login gets none of them.
+	ClaimPrincipals []ClaimPrincipal
 	// CriticalOptions and Extensions go into every certificate.
 	CriticalOptions, Extensions map[string]string
 }
@@ -148,6 +152,13 @@ type CertificateRequest struct {
 	// Principals, when not empty, are the principals to certify: a
 	// subset of the identity's. Empty means all of them.
 	Principals []string
+	// Approval, when set, is a login through the device authorization
+	// grant, made after the statement was issued and bound to it by the
+	// frontend (see device.go): its account, proven for the identity,
+	// approves the certificate, so the key needs no proof beyond its
+	// signature. Its Claims carry the values of the claims the policy's
+	// ClaimPrincipals read.
+	Approval *Login
 }
 
 // Certificate is an issued certificate.
@@ -159,6 +170,8 @@ type Certificate struct {
 	Record     Evidence
 	KeyID      string
 	Principals []string
+	// Grants are the principals granted by the approving login's claims.
+	Grants []PrincipalGrant
 	// ValidAfter and ValidBefore bound its validity.
 	ValidAfter, ValidBefore time.Time
 }
@@ -194,6 +207,12 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 	if err != nil {
 		return nil, err
 	}
+	var approver *verified
+	if req.Approval != nil {
+		if approver, err = s.verifyApproval(ctx, c, *req.Approval); err != nil {
+			return nil, err
+		}
+	}
 	var out *Certificate
 	err = s.update(ctx, func(ctx context.Context, tx Tx) error {
 		now := s.clock()
@@ -204,18 +223,34 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 		if err != nil {
 			return asUnknown(err, c.Handle)
 		}
-		if !Assess(c.Handle, recs, now).Proven(v.factor) {
+		a := Assess(c.Handle, recs, now)
+		var grants []PrincipalGrant
+		switch {
+		case approver != nil:
+			if !a.Proven(approver.factor) {
+				return Refuse(CodeNotProven, "%s is not proven for %q: only an account proven for the identity approves its certificates", approver.factor, c.Handle)
+			}
+			grants = grantsFor(s.certs.ClaimPrincipals, req.Approval.Claims)
+		case !a.Proven(v.factor):
 			return Refuse(CodeNotProven, "%s is not proven for %q: only a key proven by its own signature gets a certificate", v.factor, c.Handle)
 		}
 		if n := issuedSince(recs, c.Handle, now.Add(-time.Hour)); s.certs.PerHour > 0 && n >= s.certs.PerHour {
 			return Refuse(CodeRateLimited, "%q has had %d certificates in the last hour, the most this server issues: use one of them, or wait", c.Handle, n)
 		}
-		principals, err := s.principals(c.Handle, req.Principals)
+		principals, err := s.principals(c.Handle, req.Principals, grants)
 		if err != nil {
 			return err
 		}
+		grants = slices.DeleteFunc(grants, func(g PrincipalGrant) bool { return !slices.Contains(principals, g.Principal) })
 		if err := s.recordCAKey(ctx, tx, now); err != nil {
 			return err
+		}
+		var to Factor
+		if approver != nil {
+			to = approver.factor
+			if err := tx.Append(ctx, s.approvalRecord(c, req, *approver, grants, now)); err != nil {
+				return err
+			}
 		}
 		seq, err := tx.NextSeq(ctx)
 		if err != nil {
@@ -231,7 +266,7 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 			return fmt.Errorf("sign the certificate: %w", err)
 		}
 		e := &Evidence{
-			Method: MethodSSHCertificate, Purpose: PurposeCertificate, Handle: c.Handle, From: v.factor, Label: t.KeyID,
+			Method: MethodSSHCertificate, Purpose: PurposeCertificate, Handle: c.Handle, From: v.factor, To: to, Label: t.KeyID,
 			Statement: bytes.Clone(req.Statement), Signature: bytes.Clone(req.Signature), SignerKey: cert,
 			Created: now, Expires: t.ValidBefore,
 		}
@@ -241,7 +276,7 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 		if e.Seq != seq {
 			return fmt.Errorf("the certificate record got seq %d, not the serial %d", e.Seq, seq)
 		}
-		out = &Certificate{Certificate: cert, Record: *e, KeyID: t.KeyID, Principals: principals,
+		out = &Certificate{Certificate: cert, Record: *e, KeyID: t.KeyID, Principals: principals, Grants: grants,
 			ValidAfter: t.ValidAfter, ValidBefore: t.ValidBefore}
 		return nil
 	})
@@ -280,6 +315,8 @@ func issuedSince(recs []Evidence, h Handle, since time.Time) int {
 // the operator's extras for it. A handle that names a system account
 // (IsSystemAccount, held from before the names were kept) is no
 // principal: such an account is the operator's to grant, by the extras.
+// Principals granted by a login's claims come on top, for a certificate
+// that login approves.
 func (s *Service) Principals(h Handle) []string {
 	var out []string
 	if !IsSystemAccount(string(h)) {
@@ -295,10 +332,16 @@ func (s *Service) Principals(h Handle) []string {
 	return out
 }
 
-// principals returns the principals to certify for h: those asked for,
-// each of which h must have, or all of h's.
-func (s *Service) principals(h Handle, asked []string) ([]string, error) {
+// principals returns the principals to certify for h, whose approving
+// login's claims granted grants: those asked for, each of which h must
+// have, or all of h's.
+func (s *Service) principals(h Handle, asked []string, grants []PrincipalGrant) ([]string, error) {
 	have := s.Principals(h)
+	for _, g := range grants {
+		if !slices.Contains(have, g.Principal) {
+			have = append(have, g.Principal)
+		}
+	}
 	if len(have) == 0 {
 		// A certificate without principals is valid for every account.
 		return nil, Refuse(CodePrincipalNotAllowed, "%q is a system account's name, which no certificate names unless the operator grants it (ssh_ca.principals_file); %q has no other principal", h, h)
@@ -343,11 +386,12 @@ func SSHFingerprint(blob []byte) string {
 
 // CertificateRevoked reports whether the certificate that the
 // ssh.certificate record e published is revoked, by a the assessment of
-// e's identity now: its key is no longer proven for the identity, or the
+// e's identity now: its key (or the account that approved it, see
+// CertificateStandsOn) is no longer proven for the identity, or the
 // proof it stands on now came after the certificate (the link was revoked
 // and made again since: a revocation is not undone by a new link).
 func CertificateRevoked(a *Assessment, e *Evidence) bool {
-	st, ok := a.Status(e.From)
+	st, ok := a.Status(CertificateStandsOn(e))
 	if !ok || st.Level != LevelProven {
 		return true
 	}

@@ -53,6 +53,10 @@ type Login struct {
 	// commits to the subject.
 	Subject     string
 	SubjectSalt []byte
+	// Claims are the values of the claims the Service reads from the ID
+	// token, by name (a device login's, for ClaimPrincipals); the
+	// Verifier checks each against the token.
+	Claims map[string][]string
 }
 
 // subjectArtifact returns the artifact of a pseudonymous account's

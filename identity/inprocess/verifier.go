@@ -192,8 +192,8 @@ func (v *Verifier) PublicPGPKey(key []byte) ([]byte, error) {
 
 // VerifyLogin accepts a login whose ID token AddLogin registered, for the
 // same account and, when the login names an email, the same email, and,
-// when it names a nonce, the nonce the registered login named; it refuses
-// any other with bad_signature.
+// when it names a nonce, the nonce the registered login named, and the
+// claim values it names; it refuses any other with bad_signature.
 func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	v.mu.Lock()
 	known, ok := v.logins[l.IDToken]
@@ -201,6 +201,11 @@ func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	if !ok || l.IDToken == "" || !known.Account.Same(l.Account) || !l.Email.IsZero() && !known.Email.Same(l.Email) ||
 		l.Nonce != "" && known.Nonce != l.Nonce {
 		return identity.Refuse(identity.CodeBadSignature, "the ID token does not verify")
+	}
+	for name, want := range l.Claims {
+		if !slices.Equal(known.Claims[name], want) {
+			return identity.Refuse(identity.CodeBadSignature, "the ID token's claim %s is not %q", name, want)
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/ssh"
 )
 
@@ -71,11 +72,22 @@ func caKeyRecord(e *identity.Evidence) error {
 // record's. Whether the CA is the log's and the key was proven for the
 // identity is for LogVerifier, which knows what came before.
 func certificateRecord(e *identity.Evidence) error {
-	if e.Handle == "" || !e.To.IsZero() || e.Purpose != identity.PurposeCertificate || e.From.Kind != identity.KindSSH {
-		return fmt.Errorf("an %s record must be a certificate request by an SSH key for an identity", e.Method)
+	if e.Handle == "" || !e.To.IsZero() && e.To.Kind != identity.KindOIDC || e.Purpose != identity.PurposeCertificate || e.From.Kind != identity.KindSSH {
+		return fmt.Errorf("an %s record must be a certificate request by an SSH key for an identity (approved by an account, when it names one)", e.Method)
 	}
-	if err := checkStatement(e); err != nil {
-		return err
+	if !e.To.IsZero() {
+		// checkStatement compares the statement's factor with To when the
+		// record names one: here the key is From, the approver To.
+		plain := *e
+		plain.To = identity.Factor{}
+		if err := checkStatement(&plain); err != nil {
+			return err
+		}
+	}
+	if e.To.IsZero() {
+		if err := checkStatement(e); err != nil {
+			return err
+		}
 	}
 	c, err := identity.ParseStatement(e.Statement)
 	if err != nil {
@@ -130,6 +142,95 @@ func certificateCA(e *identity.Evidence) ([]byte, error) {
 		return nil, err
 	}
 	return cert.SignatureKey.Marshal(), nil
+}
+
+// deviceApprovalRecord checks an oidc.device-approval record by itself:
+// an account's approval, for an identity, of a certificate request by an
+// SSH key, whose statement says what the record says; with its ID token
+// (public, or revealed), that the token verifies with the record's JWK,
+// was issued by the account's issuer to the client the statement names,
+// is about the account's subject, and carries each claim value a grant
+// names. That the approval belongs to the certificate after it is for
+// LogVerifier.
+func deviceApprovalRecord(e *identity.Evidence) error {
+	if e.Handle == "" || e.Purpose != identity.PurposeCertificate || e.From.Kind != identity.KindOIDC || e.To.Kind != identity.KindSSH || len(e.Consent) > 0 {
+		return fmt.Errorf("an %s record must be an account's approval of an SSH key's certificate for an identity", e.Method)
+	}
+	d, err := identity.ParseDeviceApproval(e.Statement)
+	if err != nil {
+		return err
+	}
+	switch {
+	case d.Handle != e.Handle || d.Key != e.To.Value || d.Signer != e.From.String():
+		return fmt.Errorf("the approval statement does not describe the record")
+	case !d.Recorded.Equal(e.Created.Truncate(time.Second)):
+		return fmt.Errorf("the approval statement was recorded at %s, the record at %s", d.Recorded.Format(time.RFC3339), e.Created.Format(time.RFC3339))
+	case len(d.Request) != 64 || strings.Trim(d.Request, "0123456789abcdef") != "":
+		return fmt.Errorf("the approval names no request hash")
+	}
+	if len(e.SignerKey) == 0 {
+		return ErrNoSigningKey
+	}
+	if err := withheld(e); err != nil {
+		return err
+	}
+	issuer, _, err := oidcAccount(e.From)
+	if err != nil {
+		return err
+	}
+	subject, err := recordSubject(e, e.From)
+	if err != nil {
+		return err
+	}
+	claims, err := oidc.VerifyEvidence(string(e.Signature), e.SignerKey, issuer, d.ClientID)
+	if err != nil {
+		return err
+	}
+	if claims.Subject != subject {
+		return fmt.Errorf("the token is about subject %q, the record names %q", claims.Subject, subject)
+	}
+	for _, g := range d.Grants {
+		if !slices.Contains(claims.Strings(g.Claim), g.Value) {
+			return fmt.Errorf("the approval grants %s for %s %q, which the ID token does not carry", g.Principal, g.Claim, g.Value)
+		}
+	}
+	return nil
+}
+
+// checkApproved checks a device-approved certificate against its
+// approval, the record before it: for this identity, key and account,
+// for this very request, by a login made after the request was issued,
+// and every principal the approval grants by a claim is in the
+// certificate.
+func checkApproved(e, approval *identity.Evidence) error {
+	if approval == nil || approval.Seq != e.Seq-1 || approval.Method != identity.MethodOIDCDeviceApproval ||
+		approval.Handle != e.Handle || !approval.From.Same(e.To) || !approval.To.Same(e.From) {
+		return fmt.Errorf("no approval by %s of this key's certificate precedes it", e.To)
+	}
+	d, err := identity.ParseDeviceApproval(approval.Statement)
+	if err != nil {
+		return err
+	}
+	if d.Request != identity.RequestHash(e.Statement) {
+		return fmt.Errorf("record %d approved another request", approval.Seq)
+	}
+	c, err := identity.ParseStatement(e.Statement)
+	if err != nil {
+		return fmt.Errorf("statement: %w", err)
+	}
+	if !d.Authenticated.IsZero() && d.Authenticated.Before(c.Issued.Add(-5*time.Minute)) {
+		return fmt.Errorf("the approving login (%s) is older than the request (%s)", d.Authenticated.Format(time.RFC3339), c.Issued.Format(time.RFC3339))
+	}
+	cert, err := ssh.ParseUserCertificate(e.SignerKey)
+	if err != nil {
+		return err
+	}
+	for _, g := range d.Grants {
+		if !slices.Contains(cert.ValidPrincipals, g.Principal) {
+			return fmt.Errorf("the approval grants %s, which the certificate does not name", g.Principal)
+		}
+	}
+	return nil
 }
 
 // replay keeps, light, the records that assessing an identity needs, so

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
@@ -46,6 +47,11 @@ func (v *Verifier) VerifyLogin(ctx context.Context, l identity.Login) error {
 	}
 	if l.Nonce != "" && c.Nonce != l.Nonce {
 		return identity.Refuse(identity.CodeBadSignature, "the ID token's nonce does not commit to the statement: it was not issued for this approval")
+	}
+	for name, want := range l.Claims {
+		if got := c.Strings(name); !slices.Equal(got, want) {
+			return identity.Refuse(identity.CodeBadSignature, "the ID token's claim %s is %q, not %q", name, got, want)
+		}
 	}
 	return nil
 }

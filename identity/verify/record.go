@@ -64,6 +64,8 @@ func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
 		return caKeyRecord
 	case identity.MethodSSHCertificate:
 		return certificateRecord
+	case identity.MethodOIDCDeviceApproval:
+		return deviceApprovalRecord
 	}
 	return nil
 }
@@ -358,6 +360,9 @@ type LogVerifier struct {
 	keySets map[string]map[string]bool
 	// caKeys holds the CA keys of ssh.ca-key records so far.
 	caKeys map[string]bool
+	// approval is the last oidc.device-approval record, light, for the
+	// certificate it approves, which follows it.
+	approval *identity.Evidence
 	// replay tells whether a key was proven for an identity at a record.
 	replay    replay
 	count     int
@@ -426,6 +431,9 @@ func (v *LogVerifier) Add(e *identity.Evidence) []Failure {
 			v.keySets[e.From.Value][t] = true
 		}
 	}
+	if e.Method == identity.MethodOIDCDeviceApproval && (err == nil || errors.Is(err, ErrWithheld)) {
+		v.approval = &identity.Evidence{Seq: e.Seq, Method: e.Method, Handle: e.Handle, From: e.From, To: e.To, Statement: e.Statement}
+	}
 	if e.Method == identity.MethodSSHCAKey && err == nil {
 		if v.caKeys == nil {
 			v.caKeys = map[string]bool{}
@@ -455,7 +463,9 @@ func (v *LogVerifier) checkProviderKey(e *identity.Evidence) error {
 
 // checkCertificate checks what an ssh.certificate record stands on in
 // the log: its CA key was published by an earlier ssh.ca-key record, and
-// its key was proven for the identity when it was issued.
+// its key (or, for a certificate a device login approved, the approving
+// account, whose approval record comes right before it) was proven for
+// the identity when it was issued.
 func (v *LogVerifier) checkCertificate(e *identity.Evidence) error {
 	ca, err := certificateCA(e)
 	if err != nil {
@@ -464,8 +474,13 @@ func (v *LogVerifier) checkCertificate(e *identity.Evidence) error {
 	if !v.caKeys[string(ca)] {
 		return fmt.Errorf("its certificate is signed by a CA key that no earlier ssh.ca-key record published")
 	}
-	if !v.replay.proven(e.Handle, e.From, e.Created) {
-		return fmt.Errorf("%s was not proven for %q when the certificate was issued", e.From, e.Handle)
+	if !e.To.IsZero() {
+		if err := checkApproved(e, v.approval); err != nil {
+			return err
+		}
+	}
+	if on := identity.CertificateStandsOn(e); !v.replay.proven(e.Handle, on, e.Created) {
+		return fmt.Errorf("%s was not proven for %q when the certificate was issued", on, e.Handle)
 	}
 	return nil
 }
