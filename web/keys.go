@@ -450,7 +450,7 @@ func (h *Handler) keyView(ctx context.Context, sk *keys.Stored) (keyView, error)
 	if handle, err := h.deps.Identities.WhoProves(ctx, f); err == nil {
 		v.Identities = append(v.Identities, string(handle))
 		if _, a, recs, err := h.deps.Identities.Lookup(ctx, string(handle)); err == nil {
-			for _, st := range corroboratedEmails(a, recs) {
+			for _, st := range identity.CorroboratedEmails(a, recs) {
 				if st.Parent.Same(f) {
 					corroborated[st.Factor.Value] = true
 				}

@@ -157,9 +157,9 @@ func factorViews(a *identity.Assessment, recs []identity.Evidence, private bool)
 	for i := range recs {
 		bySeq[recs[i].Seq] = &recs[i]
 	}
-	verified := verifiedEmails(a, recs)
+	verified := identity.ProviderVerifiedEmails(a, recs)
 	corroborated := map[string]bool{}
-	for _, st := range corroboratedEmails(a, recs) {
+	for _, st := range identity.CorroboratedEmails(a, recs) {
 		corroborated[st.Factor.Value] = true
 	}
 	var out []factorView
