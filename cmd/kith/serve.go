@@ -192,11 +192,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	hkpHandler.Register(mux)
 	// HKP v2 (draft-ietf-openpgp-hkp) under /pks/v2/, beside the legacy
 	// routes above, which stay as gpg knows them. The prefix log lets
-	// clients refresh only keys whose prefix changed.
+	// clients refresh only keys whose prefix changed. Submissions take the
+	// one upload path and its budgets; lookups by address share the email
+	// budget and hkp.email_lookup's rule, and read each user ID's
+	// confidence from the evidence.
 	prefixLog := hkpv2.NewPrefixLog(st.Store, hkpv2.PrefixLogOptions{MinKeys: cfg.HKP.PrefixLogMinKeys,
 		Registerer: reg, Logger: log.With("component", "hkpv2")})
-	hkpv2.NewHandler(st.Store, st.Store, hkpv2.Options{EmailLookupLimit: limits.emailLookups,
-		MaxAnswerSize: cfg.HKP.MaxAnswerBytes, PrefixLog: prefixLog, Logger: log.With("component", "hkpv2")}).Register(mux)
+	hkpv2.NewHandler(st.Store, st.Store, hkpv2.Options{Uploads: ks, UploadLimit: limits.uploads,
+		EmailLookupLimit: limits.emailLookups, VerifiedOnly: cfg.HKP.EmailLookup == "verified",
+		Corroborations: svc, MaxAnswerSize: cfg.HKP.MaxAnswerBytes, PrefixLog: prefixLog,
+		Logger: log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {

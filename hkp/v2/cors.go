@@ -9,15 +9,18 @@ import (
 
 // Handle registers h on mux for method at path, with the CORS headers a
 // page of any origin needs to read its answers, and registers the
-// OPTIONS answer (a CORS preflight or a plain OPTIONS) for path. Each path
-// is registered once: a path with several methods names them all in
-// method, separated by commas ("GET, PUT"), and h dispatches on them.
+// OPTIONS answer (Preflight) for path. Each path is registered once: a
+// path with several methods names them all in method, separated by
+// commas ("GET, PUT"), and h dispatches on them. A GET route answers
+// HEAD too, with the same header fields (ServeMux's rule, and the
+// draft's section 5.1.8).
 //
 // Any origin may read v2 answers, but never with credentials: keys are
-// public, and Kith's v2 routes take no cookie, so
+// public and Kith's v2 routes read no cookie, so
 // Access-Control-Allow-Credentials is never sent and
-// Access-Control-Allow-Origin is "*" (which browsers refuse to combine
-// with credentials).
+// Access-Control-Allow-Origin is "*", which the draft's section 7.1
+// requires of every v2 answer (and which browsers refuse to combine with
+// credentials).
 func Handle(mux *http.ServeMux, method, path string, h http.Handler) {
 	methods := strings.Split(method, ",")
 	for i := range methods {
@@ -38,9 +41,17 @@ func CORS(h http.Handler) http.Handler {
 	})
 }
 
-// Preflight answers OPTIONS for a path serving methods: 204 with Allow and,
-// for a CORS preflight, the methods and request headers a page may use.
+// Preflight answers OPTIONS for a path serving methods: 200 with Allow,
+// as the draft's feature detection asks (section 5.1.7: "200 OK" and an
+// Allow header naming GET), and, for a CORS preflight from any origin,
+// the methods and request headers a page may use.
 func Preflight(methods ...string) http.Handler {
+	return preflight(methods, nil)
+}
+
+// preflight is Preflight with the Accept values of a submission route
+// (section 5.2.6: one or more Accept headers).
+func preflight(methods, accept []string) http.Handler {
 	allow := strings.Join(append(methods, http.MethodOptions), ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
@@ -50,12 +61,15 @@ func Preflight(methods ...string) http.Handler {
 		hd.Set("Access-Control-Allow-Headers", "Content-Type")
 		// A day: the answer depends on nothing but the route.
 		hd.Set("Access-Control-Max-Age", "86400")
-		w.WriteHeader(http.StatusNoContent)
+		for _, a := range accept {
+			hd.Add("Accept", a)
+		}
+		w.WriteHeader(http.StatusOK)
 	})
 }
 
 func setCORS(hd http.Header) {
 	hd.Set("Access-Control-Allow-Origin", "*")
-	// A 429's Retry-After is for the page too.
+	// A 429's or 503's Retry-After is for the page too.
 	hd.Set("Access-Control-Expose-Headers", "Retry-After")
 }

@@ -1,20 +1,41 @@
 // Package v2 serves HKP v2, the versioned routes of the OpenPGP HTTP
-// Keyserver Protocol as draft-ietf-openpgp-hkp specifies them, under
-// /pks/v2/: typed lookups (by versioned fingerprint, by key ID, by
-// identity), the JSON index, the authoritative lookup and submission. The
-// legacy /pks/lookup and /pks/add, which gpg speaks, are package hkp's
-// and unchanged.
+// Keyserver Protocol (draft-ietf-openpgp-hkp, successor of
+// draft-gallagher-openpgp-hkp), under /pks/v2/:
+//
+//   - GET certs/by-vfingerprint/{version}/{fingerprint}: the certificate
+//     (key) with that versioned fingerprint (also the one-segment form
+//     {version}{fingerprint} of the earlier drafts);
+//   - GET certs/by-keyid/{keyid}: the v4 certificates with that 64-bit
+//     key ID;
+//   - GET certs/by-identity/{identity}: the certificates with a user ID
+//     whose address, or whole text, is the identity;
+//   - GET index/{identity}: the same, as the JSON index, each user ID
+//     with its confidence;
+//   - GET canonical/{identity}: the authoritative answer: only keys whose
+//     address is verified by a followed mail link, as VKS by-email;
+//   - POST certs: submission, through the one upload path;
+//   - OPTIONS on every route and category (feature detection and CORS
+//     preflights); 403 for a category without an identifier; 501 for the
+//     categories and operations Kith does not serve (sendtoken, PUT
+//     canonical, and prefixlog unless Options.PrefixLog is set).
+//
+// The legacy /pks/lookup and /pks/add, which gpg speaks, are package
+// hkp's and unchanged.
+//
+// Confidence (confidence.go) is where Kith knows more than a keyserver
+// that only stores keys: a user ID's confidence comes from the evidence.
 //
 // It owns the v2 routes' paths, status codes, content types and JSON, and
-// their CORS: every v2 route may be read from a page of any origin, never
-// with credentials (cors.go's Handle, which a route added in this package
-// uses too).
+// their CORS: every v2 answer may be read from a page of any origin, never
+// with credentials (cors.go's Handle, which any route added to this
+// package uses too).
 //
 // It does not own: the upload path, its admission, limits and budgets
 // (identity/keys.Service, reached as a keys.Uploader); which addresses
-// are verified (identity's evidence, reached as an
-// identity.VerifiedEmailReader); the per-client limiters
-// (identity/ratelimit, shared by the wiring with the other protocols);
-// OpenPGP parsing and armor (pgp); the prefix log's data (given to the
-// Handler as Options.PrefixLog).
+// are verified by mail (identity's email.verified records, reached as an
+// identity.VerifiedEmailReader) or corroborated by a provider
+// (identity.CorroboratedEmails, reached as Corroborations); the
+// per-client limiters (identity/ratelimit, shared by the wiring with the
+// other protocols); OpenPGP parsing and user-ID addresses (pgp); the
+// prefix log's data (given to the Handler as Options.PrefixLog).
 package v2

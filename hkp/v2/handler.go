@@ -4,7 +4,7 @@
 package v2
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,12 +19,30 @@ import (
 // Defaults for the zero Options fields.
 const (
 	// DefaultMaxResults caps the keys one lookup returns (as package
-	// hkp's).
+	// hkp's): the draft's "a keyserver SHOULD limit the returned
+	// bundle/index to a reasonable length".
 	DefaultMaxResults = 100
 	// DefaultMaxAnswerSize caps the keys' bytes one answer carries (as
 	// package hkp's).
 	DefaultMaxAnswerSize = 16 << 20
+	// DefaultMaxBodySize caps a submission's body (as package hkp's
+	// /pks/add, SKS's figure).
+	DefaultMaxBodySize = 5 << 20
 )
+
+// MediaType is the content type of the v2 certificate answers: binary
+// OpenPGP packets, never armored (the draft's section 7.1 makes binary a
+// MUST for v2 lookups). It is the unparameterised type the draft's editor
+// serves in Hockeypuck since the draft's adoption; submissions are read
+// in it and in application/pgp-keys (armored or not).
+const MediaType = "application/pgp"
+
+// Corroborations tells which addresses of a key's user IDs a provider
+// verified for the identity the key is proven for (identity.Service is
+// one: identity.CorroboratedEmails is the rule).
+type Corroborations interface {
+	CorroboratedKeyEmails(ctx context.Context, key identity.Factor) ([]string, error)
+}
 
 // Options configure a Handler. The zero value of each field means its
 // default.
@@ -34,12 +52,33 @@ type Options struct {
 	// MaxAnswerSize caps the keys' bytes of one answer; a lookup over it
 	// is refused with 400 before any key is read.
 	MaxAnswerSize int
-	// EmailLookupLimit counts each client's lookups by identity (the
-	// wiring shares it with the other routes that look up by email);
-	// past it the answer is 429. Nil: no limit.
+	// MaxBodySize caps a POST /pks/v2/certs body; larger bodies get 413.
+	MaxBodySize int64
+	// Uploads, if set, serves POST /pks/v2/certs through the one upload
+	// path (an identity/keys Service, with its admission and budgets);
+	// nil answers 501 there.
+	Uploads keys.Uploader
+	// UploadLimit counts each client's submissions (the wiring shares it
+	// with the other upload routes); past it the answer is 429. Nil: no
+	// limit.
+	UploadLimit *ratelimit.Limiter
+	// EmailLookupLimit counts each client's lookups by an address
+	// (by-identity, index and canonical; the wiring shares it with the
+	// other routes that look up by email); past it the answer is 429.
+	// Nil: no limit.
 	EmailLookupLimit *ratelimit.Limiter
+	// VerifiedOnly makes by-identity and index answer for an address only
+	// with keys for which it is verified by mail, as package hkp's email
+	// searches do with hkp.email_lookup = "verified"; otherwise they
+	// answer every key naming it, each user ID with its confidence.
+	VerifiedOnly bool
+	// Corroborations, if set, gives user IDs whose address a provider
+	// verified their partial confidence; nil: such user IDs are claims.
+	Corroborations Corroborations
 	// PrefixLog, if set, serves GET /pks/v2/prefixlog/{date}; the
-	// Handler adds the CORS headers and the OPTIONS answer.
+	// Handler adds the CORS headers and the OPTIONS answers. Nil: the
+	// category answers 501, as the draft has a keyserver answer a
+	// category it does not serve.
 	PrefixLog http.Handler
 	// Logger receives the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -54,7 +93,7 @@ type Handler struct {
 }
 
 // NewHandler returns a Handler that finds keys with finder and learns
-// which addresses are verified from verified.
+// which addresses are verified by mail from verified.
 func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, opts Options) *Handler {
 	if opts.MaxResults <= 0 {
 		opts.MaxResults = DefaultMaxResults
@@ -62,19 +101,54 @@ func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, opts 
 	if opts.MaxAnswerSize <= 0 {
 		opts.MaxAnswerSize = DefaultMaxAnswerSize
 	}
+	if opts.MaxBodySize <= 0 {
+		opts.MaxBodySize = DefaultMaxBodySize
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	return &Handler{keys: finder, verified: verified, opts: opts, log: opts.Logger}
 }
 
-// Register adds the v2 routes, and their OPTIONS answers, to mux.
+// The lookup categories (the draft's section 5.1) Kith serves, by the
+// path below /pks/v2/ that names them.
+var lookups = []string{"certs/by-vfingerprint", "certs/by-keyid", "certs/by-identity", "index", "canonical"}
+
+// Register adds the v2 routes, their OPTIONS answers, and the answers to
+// the rest of /pks/v2/ (403, 501) to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	Handle(mux, "GET", "/pks/v2/certs/by-vfingerprint/{version}/{fpr}", h.recover(h.serveByVFingerprint))
-	Handle(mux, "GET", "/pks/v2/certs/by-keyid/{keyid}", h.recover(h.serveByKeyID))
+	const p = "/pks/v2/"
+	Handle(mux, "GET", p+"certs/by-vfingerprint/{version}/{fpr}", h.recover(h.serveByVFingerprint))
+	Handle(mux, "GET", p+"certs/by-vfingerprint/{vfpr}", h.recover(h.serveByVFingerprint))
+	Handle(mux, "GET", p+"certs/by-keyid/{keyid}", h.recover(h.serveByKeyID))
+	Handle(mux, "GET", p+"certs/by-identity/{identity}", h.recover(h.serveByIdentity))
+	Handle(mux, "GET", p+"index/{identity}", h.recover(h.serveIndex))
+	Handle(mux, "GET", p+"canonical/{identity}", h.recover(h.serveCanonical))
+	categories := lookups
 	if h.opts.PrefixLog != nil {
-		Handle(mux, "GET", "/pks/v2/prefixlog/{date}", h.opts.PrefixLog)
+		Handle(mux, "GET", p+"prefixlog/{date}", h.opts.PrefixLog)
+		categories = append(categories[:len(categories):len(categories)], "prefixlog")
 	}
+	for _, c := range categories {
+		// Section 5.1.7: OPTIONS on a category is feature detection; a
+		// GET without an identifier SHOULD get an error such as 403.
+		mux.Handle("OPTIONS "+p+c, Preflight("GET"))
+		forbidden := CORS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			Error(w, http.StatusForbidden, "give an identifier after /pks/v2/"+c+"/")
+		}))
+		mux.Handle("GET "+p+c, forbidden)
+		mux.Handle("GET "+p+c+"/{$}", forbidden)
+	}
+	if h.opts.Uploads != nil {
+		mux.Handle("POST "+p+"certs", CORS(h.recover(h.serveSubmit)))
+		mux.Handle("OPTIONS "+p+"certs", preflight([]string{"POST"}, acceptedSubmissions))
+	}
+	// Section 4.2: "501 Not implemented" for a category or operation the
+	// keyserver does not support (sendtoken, PUT canonical, an unknown
+	// category, a method a route does not take).
+	mux.Handle(p, CORS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Error(w, http.StatusNotImplemented, "this HKP v2 category or operation is not implemented here")
+	})))
 }
 
 // recover turns a panic into a 500 that says nothing of it.
@@ -111,21 +185,26 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err 
 	Error(w, http.StatusInternalServerError, "internal error: try again later")
 }
 
-// writeKeys answers the stored keys' packets in binary, one key after
-// the other, named name in Content-Disposition; none is 404.
-func writeKeys(w http.ResponseWriter, ks []keys.Stored, name string) {
-	if len(ks) == 0 {
+// writeKeys answers the keys' packets in binary, one key after the other
+// (the draft's certificate bundle), named name in Content-Disposition;
+// none is 404.
+func writeKeys(w http.ResponseWriter, packets [][]byte, name string) {
+	if len(packets) == 0 {
 		Error(w, http.StatusNotFound, "no key found")
 		return
 	}
-	var b bytes.Buffer
-	for _, k := range ks {
-		b.Write(k.Packets)
+	n := 0
+	for _, p := range packets {
+		n += len(p)
+	}
+	body := make([]byte, 0, n)
+	for _, p := range packets {
+		body = append(body, p...)
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", "application/pgp-keys")
+	hd.Set("Content-Type", MediaType)
 	hd.Set("Content-Disposition", `attachment; filename="`+url.PathEscape(name)+`.pgp"`)
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	w.Write(b.Bytes())
+	w.Write(body)
 }
