@@ -108,7 +108,8 @@ func (h *Handler) servePolicy(w http.ResponseWriter, domain string) {
 }
 
 // serveKey answers a hash: the keys for which local@domain is verified,
-// each with only that user ID, binary.
+// each with only that user ID, binary; no v6 key beside a v4 one
+// (pgp.ForLegacyClients).
 func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash string) {
 	local := r.URL.Query().Get("l")
 	if !h.serves(domain) || local == "" || len(hash) != 32 || Hash(local) != hash || strings.ContainsAny(local, "@ <>") {
@@ -127,7 +128,11 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 		h.fail(w, r, err)
 		return
 	}
-	var out bytes.Buffer
+	// The keys found, and their versions, for the rule of what clients of
+	// legacy protocols are sent (gpg, WKD's main client, reads no v6 key and
+	// refuses a whole answer that holds one).
+	var found [][]byte
+	var versions []int
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
 		stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
@@ -144,7 +149,14 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 				h.fail(w, r, err)
 				return
 			}
-			out.Write(k.WithUserIDs(func(e string) bool { return e == addr }).Bytes())
+			found = append(found, k.WithUserIDs(func(e string) bool { return e == addr }).Bytes())
+			versions = append(versions, sk.Version)
+		}
+	}
+	var out bytes.Buffer
+	for i, send := range pgp.ForLegacyClients(versions) {
+		if send {
+			out.Write(found[i])
 		}
 	}
 	if out.Len() == 0 {
