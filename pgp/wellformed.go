@@ -67,7 +67,15 @@ func CheckPacket(p Packet) error {
 // subkeys (and v3 subkeys, which do not exist) in an older key. It checks
 // no signature: it is the cheap check for keys that have been through a
 // Policy before (a dump).
-func CheckKey(k *Key) error {
+func CheckKey(k *Key) error { return checkKey(k, false) }
+
+// CheckWellFormed is CheckKey for readers of RFC 9580's every version: it
+// accepts v6 keys too (with v6 and v4 subkeys and v6 signatures), which
+// gpg cannot read and Sequoia 2, OpenPGP.js 6, go-crypto and Hockeypuck
+// can. A v3 or v4 key passes it exactly when it passes CheckKey.
+func CheckWellFormed(k *Key) error { return checkKey(k, true) }
+
+func checkKey(k *Key, v6 bool) error {
 	ps := k.packets
 	if len(ps) == 0 || ps[0].Tag != TagPublicKey {
 		return fmt.Errorf("pgp: check key: %w", ErrNotPublicKey)
@@ -76,7 +84,7 @@ func CheckKey(k *Key) error {
 		return fmt.Errorf("pgp: check key: primary key: %w", err)
 	}
 	primaryVersion := int(ps[0].Body[0])
-	if primaryVersion > 4 {
+	if primaryVersion > 4 && !(v6 && primaryVersion == 6) {
 		return fmt.Errorf("pgp: check key: %w: gpg does not read v%d keys", ErrUnknownVersion, primaryVersion)
 	}
 	for i, p := range ps[1:] {

@@ -13,7 +13,7 @@ import (
 )
 
 func runDump(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "dump", "dump --dir DIR [flags]\n\nWrites every stored key as SKS-format dump files (concatenated binary keys,\nsks-dump-NNNN.pgp), from one consistent snapshot of the store. The files\nload into kith load and into SKS. Keys gpg cannot read (malformed, or v6,\nwhich gpg 2.2 stops reading a whole file at) are skipped and counted.")
+	fs := newFlagSet(env, "dump", "dump --dir DIR [flags]\n\nWrites every stored key as SKS-format dump files (concatenated binary keys,\nsks-dump-NNNN.pgp), from one consistent snapshot of the store. The files\nload into kith load and into SKS. Version 6 keys, which gpg and SKS cannot\nread (gpg stops reading a whole file at one), go into DIR/v6/sks-dump-v6-NNNN.pgp,\nfor kith load and Hockeypuck. Keys that are not well formed are skipped and counted.")
 	dir := fs.String("dir", "", "`directory` to write the dump files to (created if missing; must hold no dump yet)")
 	perFile := fs.Int("keys-per-file", 15000, "`number` of keys in each dump file")
 	cfg, rest, err := loadToolConfig(fs, args, env.environ)
@@ -45,13 +45,16 @@ func runDump(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("dump: %w", err)
 	}
 	fmt.Fprintf(env.stdout, "dumped %d keys into %d files in %s\n", w.Keys, w.Files, *dir)
+	if w.V6Keys > 0 {
+		fmt.Fprintf(env.stdout, "dumped %d v6 keys into %d files in %s\n", w.V6Keys, w.V6Files, filepath.Join(*dir, bulk.V6Dir))
+	}
 	if n := w.SkippedTotal(); n > 0 {
 		reasons := make([]string, 0, len(w.Skipped))
 		for r, c := range w.Skipped {
 			reasons = append(reasons, fmt.Sprintf("%s: %d", r, c))
 		}
 		sort.Strings(reasons)
-		fmt.Fprintf(env.stdout, "skipped %d keys gpg cannot read (%s); kith repair fixes malformed ones\n", n, strings.Join(reasons, ", "))
+		fmt.Fprintf(env.stdout, "skipped %d keys that are not well formed (%s); kith repair fixes malformed ones\n", n, strings.Join(reasons, ", "))
 	}
 	return nil
 }

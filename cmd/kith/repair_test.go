@@ -101,7 +101,7 @@ func TestRepairDropsStoredPoisonAndDumpSkipsIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dump: %v\n%s", err, errOut)
 	}
-	if !strings.Contains(out, "dumped 2 keys") || !strings.Contains(out, "skipped 1 keys gpg cannot read (malformed: 1)") {
+	if !strings.Contains(out, "dumped 2 keys") || !strings.Contains(out, "skipped 1 keys that are not well formed (malformed: 1)") {
 		t.Fatalf("dump said %q", out)
 	}
 	dumped, _ := os.ReadFile(filepath.Join(dir, "sks-dump-0000.pgp"))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/pgp"
@@ -48,5 +49,50 @@ func TestDumpSpreadsReadableKeysOverNumberedFiles(t *testing.T) {
 	// A dump never overwrites one.
 	if _, err := bulk.Dump(context.Background(), store, dir, 2, slog.New(slog.DiscardHandler)); !os.IsExist(err) {
 		t.Errorf("a second dump into the same directory: %v", err)
+	}
+}
+
+// TestDumpPutsV6KeysInFilesOfTheirOwn: gpg stops reading a file at a v6
+// key and SKS loads every *.pgp file of a directory, so v6 keys go into
+// v6/sks-dump-v6-NNNN.pgp; both series read back whole.
+func TestDumpPutsV6KeysInFilesOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	raw, err := keygen.TypicalKeys(2, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v6 [][]byte
+	for i, kind := range []keygen.Kind{keygen.V6MLDSA65, keygen.V6Ed25519, keygen.V4MLKEMSubkey} {
+		b, err := keygen.PublicKey(kind, "Quantum", "q@example.org", time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v6 = append(v6, b)
+	}
+	store := dumpList{raw[0], v6[0], v6[2], v6[1], raw[1]}
+	dir := t.TempDir()
+	sum, err := bulk.Dump(context.Background(), store, dir, 2, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Keys != 3 || sum.Files != 2 || sum.V6Keys != 2 || sum.V6Files != 1 || sum.SkippedTotal() != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	got := func(paths ...string) []byte {
+		var all []byte
+		for _, p := range paths {
+			b, err := os.ReadFile(filepath.Join(dir, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		return all
+	}
+	if !bytes.Equal(got("sks-dump-0000.pgp", "sks-dump-0001.pgp"), bytes.Join([][]byte{raw[0], v6[2], raw[1]}, nil)) {
+		t.Error("the gpg-readable files are not the v3 and v4 keys (the v4 key with an ML-KEM subkey among them)")
+	}
+	if !bytes.Equal(got(filepath.Join(bulk.V6Dir, "sks-dump-v6-0000.pgp")), bytes.Join([][]byte{v6[0], v6[1]}, nil)) {
+		t.Error("the v6 file is not the v6 keys")
 	}
 }
