@@ -181,6 +181,9 @@ func TestUploadAndEmailLookupBudgetsAreSharedAcrossRoutes(t *testing.T) {
 	if code := vksUpload("203.0.113.1", "Carol <carol@example.org>"); code != http.StatusTooManyRequests {
 		t.Errorf("third upload, through VKS: %d, want 429", code)
 	}
+	if code := send(t, srv, "203.0.113.1", "POST", "/pks/v2/certs", "application/pgp", armoredKey(t, "Carol <carol@example.org>")); code != http.StatusTooManyRequests {
+		t.Errorf("third upload, through HKP v2: %d, want 429", code)
+	}
 	if code := hkpAdd("203.0.113.2", "Carol <carol@example.org>"); code != http.StatusOK {
 		t.Errorf("another client's upload: %d", code)
 	}
@@ -196,7 +199,8 @@ func TestUploadAndEmailLookupBudgetsAreSharedAcrossRoutes(t *testing.T) {
 		t.Errorf("a search by words counted as one by email: %d", code)
 	}
 	for _, path := range []string{"/pks/lookup?op=index&options=mr&search=bob@example.org",
-		"/vks/v1/by-email/bob@example.org", "/search?q=bob@example.org"} {
+		"/vks/v1/by-email/bob@example.org", "/search?q=bob@example.org", "/pks/v2/certs/by-identity/bob@example.org",
+		"/pks/v2/index/bob@example.org", "/pks/v2/canonical/bob@example.org"} {
 		if code := get("203.0.113.1", path); code != http.StatusTooManyRequests {
 			t.Errorf("%s past the budget: %d, want 429", path, code)
 		}
