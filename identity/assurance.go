@@ -320,3 +320,49 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 	}
 	return a
 }
+
+// Justification returns the records that establish f's level, with what
+// they stand on, in log order: f's Via records, and for each of them that
+// links another factor to f (an authorisation, a key-carried binding, a
+// mail verification for a key), that factor's own justification, and
+// likewise f's Parent's; so that the records lead from f to the identity.
+// records are the records Assess was given. Nil if no record mentions f.
+func (a *Assessment) Justification(f Factor, records []Evidence) []int64 {
+	bySeq := make(map[int64]*Evidence, len(records))
+	for i := range records {
+		bySeq[records[i].Seq] = &records[i]
+	}
+	seen := map[int64]bool{}
+	visited := map[string]bool{}
+	var walk func(f Factor)
+	walk = func(f Factor) {
+		k := string(f.Kind) + " " + f.Value
+		if visited[k] {
+			return
+		}
+		visited[k] = true
+		st, ok := a.Status(f)
+		if !ok {
+			return
+		}
+		for _, seq := range st.Via {
+			seen[seq] = true
+			if e := bySeq[seq]; e != nil && !e.To.IsZero() && e.To.Same(f) && !e.From.Same(f) {
+				walk(e.From)
+			}
+		}
+		if !st.Parent.IsZero() {
+			walk(st.Parent)
+		}
+	}
+	walk(f)
+	if len(seen) == 0 {
+		return nil
+	}
+	out := make([]int64, 0, len(seen))
+	for seq := range seen {
+		out = append(out, seq)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
