@@ -140,7 +140,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			log.Debug("identity links of linked keys synced", "keys", n)
 		}
 	}()
-	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: st,
+	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: st, Tree: st,
 		ChallengesPerMinute: cfg.ChallengesPerMinute, Logger: log.With("component", "api")})
 	if err != nil {
 		return err

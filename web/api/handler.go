@@ -16,6 +16,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/retry"
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
 )
 
@@ -45,6 +46,10 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheSize bounds the number of cached handles; zero means 100,000.
 	CacheSize int
+	// Tree is the transparency log's tree (identity/postgres.Store is
+	// one): with it, lookups answer ?proof=1 with a proof bundle (see
+	// ProofBundle); without it, ?proof=1 is refused.
+	Tree tlog.TreeReader
 	// ChallengesPerMinute is how many challenges one client (package
 	// ratelimit's) may ask for a minute, at once or spread out; zero
 	// means 30, negative means no limit.
@@ -63,6 +68,7 @@ type Handler struct {
 	mux      *http.ServeMux
 	maxAgeHV string
 	krl      krlCache
+	tree     tlog.TreeReader // nil: no proof bundles
 }
 
 // defaultChallengesPerMinute is the default challenge rate per client.
@@ -91,7 +97,7 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 		opts.CacheSize = 100_000
 	}
 	h := &Handler{
-		svc: opts.Service, keys: opts.Keys, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
+		svc: opts.Service, keys: opts.Keys, tree: opts.Tree, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
 		cache:    newCache(opts.CacheSize, opts.CacheTTL),
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
 	}

@@ -35,20 +35,40 @@ func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	notFound := cached{status: http.StatusNotFound, ctype: "text/plain; charset=utf-8"}
+	if wantsProof(r) {
+		id, a, recs, err := h.svc.LookupHost(r.Context(), name)
+		if identity.CodeOf(err) == identity.CodeUnknownIdentity {
+			w.WriteHeader(http.StatusNotFound)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		c, err := h.hostAnswer(name, ext, id, a, recs)
+		if err != nil {
+			return err
+		}
+		return h.serveProof(w, r, c, a, recs, provenFactors(a, identity.KindSSH))
+	}
 	return h.serveCached(w, r, string(identity.HostHandle(name)), ext, notFound, func() (cached, error) {
 		id, a, recs, err := h.svc.LookupHost(r.Context(), name)
 		if err != nil {
 			return cached{}, err
 		}
-		if ext == "json" {
-			var b bytes.Buffer
-			if err := jsonIndent(&b, newIdentityDoc(id, a, recs, h.now())); err != nil {
-				return cached{}, err
-			}
-			return cached{status: http.StatusOK, ctype: "application/json", body: b.Bytes()}, nil
-		}
-		return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: KnownHosts(name, a)}, nil
+		return h.hostAnswer(name, ext, id, a, recs)
 	})
+}
+
+// hostAnswer is the known_hosts or json answer for a host identity.
+func (h *Handler) hostAnswer(name, ext string, id identity.Identity, a *identity.Assessment, recs []identity.Evidence) (cached, error) {
+	if ext == "json" {
+		var b bytes.Buffer
+		if err := jsonIndent(&b, newIdentityDoc(id, a, recs, h.now())); err != nil {
+			return cached{}, err
+		}
+		return cached{status: http.StatusOK, ctype: "application/json", body: b.Bytes()}, nil
+	}
+	return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: KnownHosts(name, a)}, nil
 }
 
 // KnownHosts renders a host identity's proven SSH keys as known_hosts

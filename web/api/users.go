@@ -154,6 +154,9 @@ func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
 		return identity.Refuse(identity.CodeUnknownIdentity, "no identity has handle %q", handle)
 	}
 	handle = string(parsed) // the cache's key, as writes name it
+	if wantsProof(r) {
+		return h.serveUserProof(w, r, handle, ext, all)
+	}
 	notFound := cached{status: http.StatusNotFound, ctype: "text/plain; charset=utf-8", body: []byte("no such identity\n")}
 	return h.serveCached(w, r, handle, variant, notFound, func() (cached, error) { return h.render(r, handle, ext, all) })
 }
@@ -208,43 +211,61 @@ func etagMatch(header, etag string) bool {
 
 // render computes one lookup's answer.
 func (h *Handler) render(r *http.Request, handle, ext string, all bool) (cached, error) {
+	id, a, recs, err := h.svc.Lookup(r.Context(), handle)
+	if err != nil {
+		return cached{}, err
+	}
+	c, _, err := h.renderWith(r, ext, all, id, a, recs)
+	return c, err
+}
+
+// renderWith computes the answer of ext for an identity looked up, and
+// the factors it serves as linked (what a proof bundle justifies).
+func (h *Handler) renderWith(r *http.Request, ext string, all bool, id identity.Identity, a *identity.Assessment, recs []identity.Evidence) (cached, []identity.Factor, error) {
 	switch ext {
 	case "json":
-		doc, err := h.identityDoc(r, handle)
-		if err != nil {
-			return cached{}, err
-		}
 		var b bytes.Buffer
-		if err := jsonIndent(&b, doc); err != nil {
-			return cached{}, err
+		if err := jsonIndent(&b, newIdentityDoc(id, a, recs, h.now())); err != nil {
+			return cached{}, nil, err
 		}
-		return cached{status: http.StatusOK, ctype: "application/json", body: b.Bytes()}, nil
+		return cached{status: http.StatusOK, ctype: "application/json", body: b.Bytes()}, provenFactors(a, ""), nil
 	case "gpg":
-		_, a, _, err := h.svc.Lookup(r.Context(), handle)
-		if err != nil {
-			return cached{}, err
-		}
 		var keys []*pgp.Key
+		var served []identity.Factor
 		for _, st := range a.Of(identity.KindPGP, identity.LevelProven) {
 			k, err := (&verify.Verifier{Keys: h.keys}).StoredKey(r.Context(), st.Factor.Value)
 			if err != nil {
 				continue // proven, but no longer stored: nothing to serve
 			}
 			keys = append(keys, k)
+			served = append(served, st.Factor)
 		}
 		var b bytes.Buffer
 		if len(keys) > 0 {
 			if err := pgp.WriteArmored(&b, keys...); err != nil {
-				return cached{}, err
+				return cached{}, nil, err
 			}
 		}
-		return cached{status: http.StatusOK, ctype: "application/pgp-keys", body: b.Bytes()}, nil
+		return cached{status: http.StatusOK, ctype: "application/pgp-keys", body: b.Bytes()}, served, nil
 	}
-	_, a, _, err := h.svc.Lookup(r.Context(), handle)
+	return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: AuthorizedKeys(a, all)}, provenFactors(a, identity.KindSSH), nil
+}
+
+// serveUserProof answers a lookup of handle asked with ?proof=1.
+func (h *Handler) serveUserProof(w http.ResponseWriter, r *http.Request, handle, ext string, all bool) error {
+	id, a, recs, err := h.svc.Lookup(r.Context(), handle)
+	if identity.CodeOf(err) == identity.CodeUnknownIdentity {
+		http.Error(w, "no such identity", http.StatusNotFound)
+		return nil
+	}
 	if err != nil {
-		return cached{}, err
+		return err
 	}
-	return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: AuthorizedKeys(a, all)}, nil
+	c, served, err := h.renderWith(r, ext, all, id, a, recs)
+	if err != nil {
+		return err
+	}
+	return h.serveProof(w, r, c, a, recs, served)
 }
 
 // AuthorizedKeys renders an identity's SSH keys as authorized_keys text:
