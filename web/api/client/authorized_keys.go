@@ -77,19 +77,24 @@ func (c *Client) AuthorizedKeys(ctx context.Context, handle identity.Handle, opt
 	}
 	cacheFile := filepath.Join(opts.CacheDir, string(handle)+".keys")
 
-	status, body, err := c.do(ctx, http.MethodGet, "/users/"+url.PathEscape(string(handle))+".keys", "", nil, maxTextBody)
-	if err == nil && status == http.StatusOK {
-		if _, perr := ssh.ParseAuthorizedKeys(body); perr != nil {
-			err = fmt.Errorf("answer is not authorized_keys text: %w", perr)
-		}
-	}
-	if err == nil && status == http.StatusOK && opts.LogKey != "" {
+	var status int
+	var body []byte
+	var err error
+	if opts.LogKey != "" {
 		var lerr error
-		if body, lerr = c.keysInLog(ctx, opts, log, handle, body); lerr != nil {
+		status, body, err, lerr = c.keysInLog(ctx, opts, log, handle)
+		if lerr != nil {
 			// The server answered, but not with a log that holds: its
 			// answer is not to be trusted, nor replaced by the cache's.
 			log.Warn("the server's log does not hold; printing no keys", "server", c.server, "err", lerr)
 			return nil, fmt.Errorf("%w: %v", ErrNoKeys, lerr)
+		}
+	} else {
+		status, body, err = c.do(ctx, http.MethodGet, "/users/"+url.PathEscape(string(handle))+".keys", "", nil, maxTextBody)
+		if err == nil && status == http.StatusOK {
+			if _, perr := ssh.ParseAuthorizedKeys(body); perr != nil {
+				err = fmt.Errorf("answer is not authorized_keys text: %w", perr)
+			}
 		}
 	}
 	switch {

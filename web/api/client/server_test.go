@@ -80,7 +80,7 @@ func newServerCA(t *testing.T, withCA bool) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st})
+	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Tree: st})
 	if err != nil {
 		t.Fatal(err)
 	}
