@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
 
@@ -33,7 +34,7 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 		fmt.Fprintf(w, "The cache directory must belong to that user, mode 0700: install -d -o kith-ssh -m 0700 /var/cache/kith\n\n")
 		fmt.Fprintf(w, "Settings come from the defaults, then KITH_AUTHORIZED_KEYS_* environment variables, then flags.\n\n")
 	})
-	var server, mapFile string
+	var server, mapFile, policyFile string
 	timeout := 2 * time.Second
 	opts := client.KeysOptions{CacheDir: "/var/cache/kith", MaxAge: 24 * time.Hour}
 	// A setting is set from a string, and shows its default as one.
@@ -77,6 +78,7 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 		bind("fingerprint", "print only the key with this SHA256 `fingerprint` (sshd's %f)", str(&opts.Fingerprint)),
 		bind("timeout", "how long (a `duration`) to wait for the server", dur(&timeout, false)),
 		bind("log-key", "the transparency log's verifier `key` (kith log-key prints it): print only keys whose proving records are in a checkpoint consistent with the last one seen", str(&opts.LogKey)),
+		bind("log-policy", "witness policy `file` (C2SP tlog-policy): print only keys proven by a checkpoint its quorum of witnesses cosigned; its log line stands for --log-key", str(&policyFile)),
 		bind("cache-dir", "`directory` of last good answers", str(&opts.CacheDir)),
 		bind("max-age", "how old (a `duration`) a cached answer may be and still be served when the server is unavailable; 0 or off: no cache", dur(&opts.MaxAge, true)),
 	}
@@ -119,6 +121,11 @@ func runAuthorizedKeys(ctx context.Context, env *environment, args []string) err
 	c, err := client.New(server, client.Options{Timeout: timeout, UserAgent: "kith-authorized-keys/" + version})
 	if err != nil {
 		return fmt.Errorf("setting server: %w", err)
+	}
+	if policyFile != "" {
+		if opts.LogPolicy, err = policy.ReadFile(policyFile); err != nil {
+			return fmt.Errorf("setting log-policy: %w", err)
+		}
 	}
 	user := fs.Arg(0)
 	log := slog.New(slog.NewTextHandler(env.stderr, nil)).With("command", "authorized-keys")

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/ssh"
 )
 
@@ -54,6 +55,10 @@ type KeysOptions struct {
 	// whose proving records are in a checkpoint consistent with the last
 	// one seen are returned.
 	LogKey string
+	// LogPolicy, when set, is a witness policy (C2SP tlog-policy): the
+	// checkpoint must be signed by one of its logs (which stands for
+	// LogKey when that is empty) and cosigned by its quorum of witnesses.
+	LogPolicy *policy.Policy
 	// Logger receives what sshd should log (warnings of a cached answer
 	// served, a key left out, a cache that could not be written); nil
 	// discards it.
@@ -80,7 +85,7 @@ func (c *Client) AuthorizedKeys(ctx context.Context, handle identity.Handle, opt
 	var status int
 	var body []byte
 	var err error
-	if opts.LogKey != "" {
+	if opts.LogKey != "" || opts.LogPolicy != nil {
 		var lerr error
 		status, body, err, lerr = c.keysInLog(ctx, opts, log, handle)
 		if lerr != nil {

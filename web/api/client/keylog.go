@@ -21,6 +21,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/tlog"
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/ssh"
 )
 
@@ -36,10 +37,10 @@ const logStateFile = "log-checkpoint.state"
 // not be asked (the cache may stand in); a bundle that does not hold is
 // bad, and nothing may be printed.
 func (c *Client) keysInLog(ctx context.Context, opts KeysOptions, log *slog.Logger, h identity.Handle) (status int, body []byte, unavailable, bad error) {
-	if err := tlog.CheckVerifierKey(opts.LogKey); err != nil {
+	open, openSeen, err := checkpointOpeners(opts.LogKey, opts.LogPolicy)
+	if err != nil {
 		return 0, nil, nil, err
 	}
-	open := func(signed []byte) (tlog.Checkpoint, error) { return tlog.OpenCheckpoint(signed, opts.LogKey) }
 	stateFile := filepath.Join(opts.CacheDir, logStateFile)
 	var last *tlog.Checkpoint
 	prev, _, err := readCache(opts.CacheDir, stateFile)
@@ -48,7 +49,7 @@ func (c *Client) keysInLog(ctx context.Context, opts KeysOptions, log *slog.Logg
 	case err != nil:
 		return 0, nil, nil, fmt.Errorf("the last checkpoint seen: %w", err)
 	default:
-		old, err := tlog.OpenCheckpoint(prev, opts.LogKey)
+		old, err := openSeen(prev)
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("the last checkpoint seen, %s: %w", stateFile, err)
 		}
@@ -92,4 +93,49 @@ func (c *Client) keysInLog(ctx context.Context, opts KeysOptions, log *slog.Logg
 		}
 	}
 	return status, out.Bytes(), nil, nil
+}
+
+// checkpointOpeners returns how a served checkpoint is opened: with the
+// log key, and with a policy also by its quorum of witnesses; and how
+// the checkpoint seen last is (by the log's signature alone: its
+// cosignatures were checked when it was served).
+func checkpointOpeners(logKey string, p *policy.Policy) (served, seen OpenCheckpoint, err error) {
+	if logKey != "" {
+		if err := tlog.CheckVerifierKey(logKey); err != nil {
+			return nil, nil, err
+		}
+	}
+	byKey := func(signed []byte) (tlog.Checkpoint, error) { return tlog.OpenCheckpoint(signed, logKey) }
+	switch {
+	case p == nil && logKey == "":
+		return nil, nil, errors.New("neither a log key nor a log policy")
+	case p == nil:
+		return byKey, byKey, nil
+	}
+	byPolicyLog := func(signed []byte) (tlog.Checkpoint, error) {
+		if logKey != "" {
+			return byKey(signed)
+		}
+		text, _, ok := tlog.SplitNote(signed)
+		if !ok {
+			return tlog.Checkpoint{}, errors.New("checkpoint is not a signed note")
+		}
+		origin, _, _ := bytes.Cut(text, []byte("\n"))
+		l, ok := p.Log(string(origin))
+		if !ok {
+			return tlog.Checkpoint{}, fmt.Errorf("the checkpoint's origin %q is not a log of the policy", origin)
+		}
+		return tlog.OpenCheckpoint(signed, l.VerifierKey)
+	}
+	served = func(signed []byte) (tlog.Checkpoint, error) {
+		cp, err := p.Verify(signed)
+		if err != nil {
+			return cp, err
+		}
+		if logKey != "" {
+			return byKey(signed)
+		}
+		return cp, nil
+	}
+	return served, byPolicyLog, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/tlog"
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/web/api"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
@@ -199,6 +200,18 @@ func TestCheckBundleRefusesForgeries(t *testing.T) {
 		t.Fatalf("bundle records: %+v", good.Records)
 	}
 
+	// The identity document's bundle proves its proven factors the same way.
+	status, doc, err := c.ProofBundle(ctx, "/users/alice.json", nil)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("bundle of alice.json: %d %v", status, err)
+	}
+	if checked, err := client.CheckBundle(doc, "alice", open, nil, now); err != nil || !checked.Proven["ssh "+ka.ID] {
+		t.Fatalf("alice.json's bundle: %v", err)
+	}
+	if doc.ContentType != "application/json" || !strings.Contains(doc.Answer, `"handle": "alice"`) {
+		t.Fatalf("alice.json's bundle answers %s %q", doc.ContentType, doc.Answer)
+	}
+
 	other, err := tlog.NewKey(srv.log.Key().Name(), make([]byte, tlog.SeedSize))
 	if err != nil {
 		t.Fatal(err)
@@ -266,5 +279,47 @@ func TestCheckBundleRefusesForgeries(t *testing.T) {
 	out, log, err := keysAt(t, ps.URL, client.KeysOptions{CacheDir: filepath.Join(dir, "cache"), MaxAge: time.Hour, LogKey: vkey})
 	if !errors.Is(err, client.ErrNoKeys) || out != "" {
 		t.Fatalf("a swapped key: %v %q\n%s", err, out, log)
+	}
+}
+
+// TestAuthorizedKeysWithLogPolicyNeedsTheQuorum: with a witness policy
+// (whose log line stands for the log key), a bundle whose checkpoint the
+// quorum did not cosign prints nothing; once the witness's cosignature
+// is in the served checkpoint, the key is printed.
+func TestAuthorizedKeysWithLogPolicyNeedsTheQuorum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newServer(t)
+	u := newUser(t)
+	k := u.sshKey("", "alice")
+	if _, err := srv.client().Claim(ctx, "alice", k); err != nil {
+		t.Fatal(err)
+	}
+	srv.integrate()
+	w, err := tlog.NewCosigner("witness.example/w1", bytes.Repeat([]byte{9}, tlog.SeedSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Parse(fmt.Appendf(nil, "log %s\nwitness w1 %s\nquorum w1\n", srv.log.Key().VerifierKey(), w.VerifierKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: time.Hour, LogPolicy: pol}
+	out, log, err := keysAt(t, srv.url, opts)
+	if !errors.Is(err, client.ErrNoKeys) || out != "" || !strings.Contains(log, "quorum") {
+		t.Fatalf("a checkpoint without the quorum: %v %q\n%s", err, out, log)
+	}
+	_, signed, err := srv.store.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigned, err := w.Cosign(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.exec("UPDATE tlog_head SET checkpoint = $1", cosigned)
+	out, log, err = keysAt(t, srv.url, opts)
+	if err != nil || !strings.Contains(out, k.Pub) {
+		t.Fatalf("a cosigned checkpoint: %v %q\n%s", err, out, log)
 	}
 }
