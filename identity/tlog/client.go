@@ -78,3 +78,29 @@ func ProveConsistency(ctx context.Context, fetch Fetch, old, c Checkpoint) error
 	}
 	return nil
 }
+
+// LeafHashes returns the leaf hashes (RFC 6962 hashes of the entries) of
+// entries [start, end) of the tree c signs, read from the hash tiles
+// fetch gets, each tile checked against c's root: a client that fetched
+// records from elsewhere compares their hashes with these, and so knows
+// them to be the log's entries.
+func LeafHashes(ctx context.Context, fetch Fetch, c Checkpoint, start, end int64) ([]xtlog.Hash, error) {
+	if start < 0 || start > end || end > c.Size {
+		return nil, fmt.Errorf("tlog: entries %d to %d are not in the checkpoint of %d entries", start, end, c.Size)
+	}
+	indexes := make([]int64, 0, end-start)
+	for i := start; i < end; i++ {
+		indexes = append(indexes, xtlog.StoredHashIndex(0, i))
+	}
+	if len(indexes) == 0 {
+		return nil, nil
+	}
+	hashes, err := hashReader(ctx, fetch, c).ReadHashes(indexes)
+	if err != nil {
+		return nil, fmt.Errorf("tlog: leaf hashes of entries %d to %d: %w", start, end, err)
+	}
+	return hashes, nil
+}
+
+// LeafHash returns the RFC 6962 leaf hash of an entry.
+func LeafHash(entry []byte) xtlog.Hash { return xtlog.RecordHash(entry) }
