@@ -1,5 +1,6 @@
-// certificate.go: OpenSSH user certificates for SSH keys proven for an
-// identity. The key's holder signs a fresh certificate statement (SSHSIG,
+// certificate.go: OpenSSH certificates for SSH keys proven for an
+// identity: user certificates for a person's keys, host certificates
+// (valid for the host's name alone) for a host identity's host keys. The key's holder signs a fresh certificate statement (SSHSIG,
 // purpose certificate); the Service checks that the key is proven for the
 // identity at that moment, has the CA sign a short-lived certificate whose
 // serial is the log record that publishes it, and appends that record
@@ -25,9 +26,10 @@ import (
 
 // The methods of the certificate authority's records.
 const (
-	// MethodSSHCertificate: the CA issued an OpenSSH user certificate for
-	// the SSH key From, proven for the identity Handle at that point of
-	// the log. Purpose: PurposeCertificate; Statement and Signature: the
+	// MethodSSHCertificate: the CA issued an OpenSSH certificate for the
+	// SSH key From, proven for the identity Handle at that point of the
+	// log: a user certificate, or for a host identity a host certificate
+	// whose one principal is the host's name. Purpose: PurposeCertificate; Statement and Signature: the
 	// certificate statement and the key's SSHSIG over it (its request);
 	// SignerKey: the certificate (wire form), whose serial is the
 	// record's Seq and whose key is From's; Label: the certificate's key
@@ -57,17 +59,21 @@ const (
 	CodeBadValidity         Code = "bad_validity"          // longer than the server's maximum, or not positive
 )
 
-// CertificateAuthority signs OpenSSH user certificates (an identity/verify
-// adapter over package ssh is one).
+// CertificateAuthority signs OpenSSH user and host certificates (an
+// identity/verify adapter over package ssh is one).
 type CertificateAuthority interface {
 	// PublicKey returns the CA's public key, wire form.
 	PublicKey() []byte
 	// SignUserCertificate signs a user certificate and returns its wire
 	// form.
 	SignUserCertificate(ctx context.Context, t CertificateTemplate) ([]byte, error)
+	// SignHostCertificate signs a host certificate (its Principals are
+	// host names; it carries no options or extensions) and returns its
+	// wire form.
+	SignHostCertificate(ctx context.Context, t CertificateTemplate) ([]byte, error)
 }
 
-// CertificateTemplate is what a user certificate says.
+// CertificateTemplate is what a certificate says.
 type CertificateTemplate struct {
 	// Key is the certified key's blob.
 	Key        []byte
@@ -242,6 +248,7 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 			return err
 		}
 		grants = slices.DeleteFunc(grants, func(g PrincipalGrant) bool { return !slices.Contains(principals, g.Principal) })
+		_, isHost := c.Handle.Host()
 		if err := s.recordCAKey(ctx, tx, now); err != nil {
 			return err
 		}
@@ -259,9 +266,14 @@ func (s *Service) IssueCertificate(ctx context.Context, req CertificateRequest) 
 		t := CertificateTemplate{
 			Key: v.factor.Data, Serial: uint64(seq), KeyID: CertificateKeyID(c.Handle, seq), Principals: principals,
 			ValidAfter: now.Add(-clockSkew).Truncate(time.Second), ValidBefore: now.Add(validity).Truncate(time.Second),
-			CriticalOptions: s.certs.CriticalOptions, Extensions: s.certs.Extensions,
 		}
-		cert, err := s.ca.SignUserCertificate(ctx, t)
+		var cert []byte
+		if isHost {
+			cert, err = s.ca.SignHostCertificate(ctx, t)
+		} else {
+			t.CriticalOptions, t.Extensions = s.certs.CriticalOptions, s.certs.Extensions
+			cert, err = s.ca.SignUserCertificate(ctx, t)
+		}
 		if err != nil {
 			return fmt.Errorf("sign the certificate: %w", err)
 		}
@@ -334,8 +346,16 @@ func (s *Service) Principals(h Handle) []string {
 
 // principals returns the principals to certify for h, whose approving
 // login's claims granted grants: those asked for, each of which h must
-// have, or all of h's.
+// have, or all of h's. A host has one, its name.
 func (s *Service) principals(h Handle, asked []string, grants []PrincipalGrant) ([]string, error) {
+	if name, ok := h.Host(); ok {
+		for _, p := range asked {
+			if p != name {
+				return nil, Refuse(CodePrincipalNotAllowed, "a host certificate for %q names that host alone, not %q", h, clip(p))
+			}
+		}
+		return []string{name}, nil
+	}
 	have := s.Principals(h)
 	for _, g := range grants {
 		if !slices.Contains(have, g.Principal) {

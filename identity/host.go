@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -135,7 +136,8 @@ func (p HostPolicy) IsZero() bool { return len(p.exact) == 0 && len(p.suffixes) 
 
 // checkHost applies the rules of host identities to an operation on
 // handle h with factor f: a host holds only SSH host keys, never logs in,
-// and is claimed only under a name the policy allows. Other handles pass.
+// and is claimed and certified (a host certificate) only under a name the
+// policy allows. Other handles pass.
 func (s *Service) checkHost(purpose Purpose, h Handle, f Factor) error {
 	name, ok := h.Host()
 	if !ok {
@@ -144,14 +146,14 @@ func (s *Service) checkHost(purpose Purpose, h Handle, f Factor) error {
 	if purpose == PurposeLogin {
 		return Refuse(CodeUnsupported, "a host identity does not log in")
 	}
-	if purpose == PurposeCertificate {
-		return Refuse(CodeUnsupported, "a host identity gets no SSH user certificate")
-	}
 	if f.Kind != KindSSH {
 		return Refuse(CodeUnsupported, "a host identity holds only SSH host keys, not a %s factor", f.Kind)
 	}
 	if purpose == PurposeClaim && !s.hosts.Allows(name) {
 		return Refuse(CodeHostNotAllowed, "this server does not publish keys for host %q: its operator lists the host names that may be claimed", name)
+	}
+	if purpose == PurposeCertificate && !s.hosts.Allows(name) {
+		return Refuse(CodeHostNotAllowed, "this server certifies no host %q: its operator lists the host names it serves", name)
 	}
 	return nil
 }
@@ -168,4 +170,95 @@ func (s *Service) LookupHost(ctx context.Context, name string) (Identity, *Asses
 		return Identity{}, nil, nil, Refuse(CodeUnknownIdentity, "no host has name %q here", name)
 	}
 	return s.Lookup(ctx, string(HostHandle(name)))
+}
+
+// Patterns returns the policy's entries, as ssh_known_hosts patterns
+// match them too: host names, then "*.DOMAIN" for every name below
+// DOMAIN, each sorted.
+func (p HostPolicy) Patterns() []string {
+	var out []string
+	for name := range p.exact {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	var wild []string
+	for _, s := range p.suffixes {
+		wild = append(wild, "*"+s)
+	}
+	slices.Sort(wild)
+	return append(out, wild...)
+}
+
+// PatternsUnder returns the patterns of the names the policy allows that
+// are domain or below it: the entries within domain, and domain itself
+// and "*.domain" when an entry's wildcard covers domain. A
+// /.well-known/ssh-known-hosts answer names nothing outside the domain
+// it is served from.
+func (p HostPolicy) PatternsUnder(domain string) []string {
+	within := func(name string) bool { return name == domain || strings.HasSuffix(name, "."+domain) }
+	var out []string
+	for _, pat := range p.Patterns() {
+		name, wild := strings.CutPrefix(pat, "*.")
+		switch {
+		case within(name):
+			out = append(out, pat)
+		case wild && strings.HasSuffix(domain, "."+name):
+			for _, q := range []string{domain, "*." + domain} {
+				if !slices.Contains(out, q) {
+					out = append(out, q)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// MaxHostsUnder is the most host identities HostsUnder returns.
+const MaxHostsUnder = 1000
+
+// Host is a host identity as a lookup assesses it.
+type Host struct {
+	// Name is the host's name (its handle without "host:").
+	Name       string
+	Assessment *Assessment
+}
+
+// HostsUnder returns the host identities named domain or below it (at
+// most MaxHostsUnder, by name) whose names the policy allows, each
+// assessed now.
+func (s *Service) HostsUnder(ctx context.Context, domain string) ([]Host, error) {
+	domain = FoldHostName(domain)
+	if _, err := ParseHostName(domain); err != nil {
+		return nil, RefuseErr(CodeUnknownIdentity, err, "no host has name %q", clip(domain))
+	}
+	hs, err := s.store.HostsUnder(ctx, domain, MaxHostsUnder)
+	if err != nil {
+		return nil, fmt.Errorf("identity: hosts under %s: %w", domain, err)
+	}
+	var out []Host
+	for _, h := range hs {
+		name, _ := h.Host()
+		if !s.hosts.Allows(name) {
+			continue
+		}
+		_, a, _, err := s.Lookup(ctx, string(h))
+		if CodeOf(err) == CodeUnknownIdentity {
+			continue // gone since
+		}
+		if err != nil {
+			return nil, fmt.Errorf("identity: hosts under %s: %w", domain, err)
+		}
+		out = append(out, Host{Name: name, Assessment: a})
+	}
+	return out, nil
+}
+
+// HostPatterns returns the patterns of the host names this server
+// certifies (HostPolicy.Patterns), or those within domain when it is not
+// empty (HostPolicy.PatternsUnder).
+func (s *Service) HostPatterns(domain string) []string {
+	if domain == "" {
+		return s.hosts.Patterns()
+	}
+	return s.hosts.PatternsUnder(FoldHostName(domain))
 }

@@ -100,6 +100,10 @@ type Store interface {
 	LinkedKeys(ctx context.Context, among []string) ([]Factor, error)
 	// SaveChallenge stores an issued challenge, to be answered once.
 	SaveChallenge(ctx context.Context, c *Challenge) error
+	// HostsUnder returns, sorted, up to limit handles of host identities
+	// whose name is domain or a name below it (host:domain,
+	// host:*.domain), through an index rather than a scan.
+	HostsUnder(ctx context.Context, domain string, limit int) ([]Handle, error)
 	// Update runs fn in one transaction holding the log's append lock:
 	// everything fn writes is committed when it returns nil, and nothing
 	// when it returns an error.

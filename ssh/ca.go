@@ -1,6 +1,6 @@
-// ca.go: the primitives of an SSH user certificate authority: an Ed25519
-// CA key made from a seed, signing OpenSSH user certificates, and reading
-// and checking them again. Who may get a certificate, and what goes in it,
+// ca.go: the primitives of an SSH certificate authority: an Ed25519 CA
+// key made from a seed, signing OpenSSH user and host certificates, and
+// reading and checking them again. Who may get a certificate, and what goes in it,
 // is not for this file to say (package identity decides).
 
 package ssh
@@ -25,8 +25,11 @@ const CASeedSize = ed25519.SeedSize
 // or not signed by the key it names.
 var ErrBadCertificate = errors.New("bad SSH certificate")
 
-// CA is an SSH certificate authority: an Ed25519 key that signs user
-// certificates. It is safe for concurrent use.
+// CA is an SSH certificate authority: an Ed25519 key that signs user and
+// host certificates. The type is part of what it signs, and OpenSSH checks
+// it both ways (sshd takes only user certificates from TrustedUserCAKeys,
+// ssh only host certificates from @cert-authority lines), so one key can
+// sign both. It is safe for concurrent use.
 type CA struct {
 	signer ssh.Signer
 	rand   io.Reader
@@ -68,6 +71,30 @@ type UserCertificate struct {
 // SignUser signs a user certificate and returns its wire form (the bytes
 // an authorized_keys-style "-cert.pub" line carries in base64).
 func (c *CA) SignUser(u UserCertificate) ([]byte, error) {
+	return c.sign(ssh.UserCert, u)
+}
+
+// HostCertificate is what a host certificate says: Key, Serial, KeyID
+// and validity as in a user certificate, and as Principals the host
+// names it is valid for (at least one). A host certificate carries no
+// options or extensions.
+type HostCertificate struct {
+	Key                     []byte
+	Serial                  uint64
+	KeyID                   string
+	Principals              []string
+	ValidAfter, ValidBefore time.Time
+}
+
+// SignHost signs a host certificate (sshd_config's HostCertificate) and
+// returns its wire form.
+func (c *CA) SignHost(h HostCertificate) ([]byte, error) {
+	return c.sign(ssh.HostCert, UserCertificate{Key: h.Key, Serial: h.Serial, KeyID: h.KeyID,
+		Principals: h.Principals, ValidAfter: h.ValidAfter, ValidBefore: h.ValidBefore})
+}
+
+// sign signs a certificate of the type (ssh.UserCert or ssh.HostCert).
+func (c *CA) sign(certType uint32, u UserCertificate) ([]byte, error) {
 	key, err := ssh.ParsePublicKey(u.Key)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: sign certificate: key: %w: %v", ErrMalformedKey, err)
@@ -76,7 +103,7 @@ func (c *CA) SignUser(u UserCertificate) ([]byte, error) {
 		return nil, fmt.Errorf("ssh: sign certificate: the key is a certificate itself")
 	}
 	if len(u.Principals) == 0 {
-		return nil, fmt.Errorf("ssh: sign certificate: no principals (a certificate without any is valid for every user)")
+		return nil, fmt.Errorf("ssh: sign certificate: no principals (a certificate without any is valid for every %s)", certKind(certType))
 	}
 	for _, p := range u.Principals {
 		if p == "" || strings.ContainsAny(p, ", \t\r\n") {
@@ -89,7 +116,7 @@ func (c *CA) SignUser(u UserCertificate) ([]byte, error) {
 	cert := &ssh.Certificate{
 		Key:             key,
 		Serial:          u.Serial,
-		CertType:        ssh.UserCert,
+		CertType:        certType,
 		KeyId:           u.KeyID,
 		ValidPrincipals: append([]string(nil), u.Principals...),
 		ValidAfter:      certSeconds(u.ValidAfter),
@@ -103,6 +130,14 @@ func (c *CA) SignUser(u UserCertificate) ([]byte, error) {
 		return nil, fmt.Errorf("ssh: sign certificate: %w", err)
 	}
 	return cert.Marshal(), nil
+}
+
+// certKind names a certificate type's principals.
+func certKind(certType uint32) string {
+	if certType == ssh.HostCert {
+		return "host"
+	}
+	return "user"
 }
 
 func certSeconds(t time.Time) uint64 {
@@ -121,9 +156,30 @@ func copyMap(m map[string]string) map[string]string {
 }
 
 // ParseUserCertificate reads a user certificate's wire form and checks
-// that its CA's signature over it verifies. It does not check who the CA
-// is, nor when the certificate is valid: that is the caller's to decide.
+// that its CA's signature over it verifies (ParseCertificate), refusing a
+// host certificate.
 func ParseUserCertificate(blob []byte) (*ssh.Certificate, error) {
+	cert, err := ParseCertificate(blob)
+	if err == nil && cert.CertType != ssh.UserCert {
+		return nil, fmt.Errorf("%w: a host certificate, not a user certificate", ErrBadCertificate)
+	}
+	return cert, err
+}
+
+// ParseHostCertificate is ParseUserCertificate for host certificates.
+func ParseHostCertificate(blob []byte) (*ssh.Certificate, error) {
+	cert, err := ParseCertificate(blob)
+	if err == nil && cert.CertType != ssh.HostCert {
+		return nil, fmt.Errorf("%w: a user certificate, not a host certificate", ErrBadCertificate)
+	}
+	return cert, err
+}
+
+// ParseCertificate reads a user or host certificate's wire form and
+// checks that its CA's signature over it verifies. It does not check who
+// the CA is, nor when the certificate is valid: that is the caller's to
+// decide.
+func ParseCertificate(blob []byte) (*ssh.Certificate, error) {
 	pub, err := ssh.ParsePublicKey(blob)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadCertificate, err)
@@ -132,8 +188,8 @@ func ParseUserCertificate(blob []byte) (*ssh.Certificate, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: a plain %s key, not a certificate", ErrBadCertificate, pub.Type())
 	}
-	if cert.CertType != ssh.UserCert {
-		return nil, fmt.Errorf("%w: a host certificate, not a user certificate", ErrBadCertificate)
+	if cert.CertType != ssh.UserCert && cert.CertType != ssh.HostCert {
+		return nil, fmt.Errorf("%w: unknown certificate type %d", ErrBadCertificate, cert.CertType)
 	}
 	if cert.SignatureKey == nil || cert.Signature == nil {
 		return nil, fmt.Errorf("%w: unsigned", ErrBadCertificate)

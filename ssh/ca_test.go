@@ -91,6 +91,46 @@ func TestCASignsCertificatesSSHKeygenReads(t *testing.T) {
 	}
 }
 
+// TestCASignsHostCertificates: a host certificate is what ssh-keygen -L
+// shows as one, for the host names given; each parser takes only its own
+// type, so a host certificate never passes as a user's or back.
+func TestCASignsHostCertificates(t *testing.T) {
+	tool := testkit.Tool(t, "ssh-keygen")
+	dir := t.TempDir()
+	host := keygen(t, dir, "ssh_host_ed25519_key", "-t", "ed25519")
+	key := readKeyFile(t, host.public)
+	ca := testCA(t, 5)
+	now := time.Now().Truncate(time.Second)
+	blob, err := ca.SignHost(HostCertificate{Key: key.Public.Marshal(), Serial: 7, KeyID: "kith host:git.example.org record 7",
+		Principals: []string{"git.example.org"}, ValidAfter: now, ValidBefore: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(runTool(t, nil, tool, "-L", "-f", writeCert(t, dir, "ssh_host_ed25519_key", blob)))
+	for _, want := range []string{"host certificate", "Serial: 7", "git.example.org"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ssh-keygen -L lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := ParseHostCertificate(blob); err != nil {
+		t.Errorf("ParseHostCertificate: %v", err)
+	}
+	if _, err := ParseUserCertificate(blob); !errors.Is(err, ErrBadCertificate) {
+		t.Errorf("ParseUserCertificate took a host certificate: %v", err)
+	}
+	user, err := ca.SignUser(UserCertificate{Key: key.Public.Marshal(), Serial: 8, Principals: []string{"git.example.org"},
+		ValidAfter: now, ValidBefore: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseHostCertificate(user); !errors.Is(err, ErrBadCertificate) {
+		t.Errorf("ParseHostCertificate took a user certificate: %v", err)
+	}
+	if _, err := ca.SignHost(HostCertificate{Key: key.Public.Marshal(), ValidAfter: now, ValidBefore: now.Add(time.Hour)}); err == nil {
+		t.Error("signed a host certificate for every host")
+	}
+}
+
 // TestCARefusesBadRequests: no principals, an empty or listed principal,
 // a certificate as the key, an inverted validity.
 func TestCARefusesBadRequests(t *testing.T) {

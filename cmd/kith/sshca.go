@@ -169,9 +169,12 @@ func addToAgent(ctx context.Context, env *environment, tools *client.Tools, keyF
 }
 
 func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
-	fs := newToolFlags(env, "ssh-ca-key", "ssh-ca-key [--server URL]",
-		"Prints the server's SSH user CA key: the line for the file sshd's TrustedUserCAKeys names.")
+	fs := newToolFlags(env, "ssh-ca-key", "ssh-ca-key [--server URL] [--known-hosts]",
+		"Prints the server's SSH CA key: the line for the file sshd's TrustedUserCAKeys names; with\n"+
+			"--known-hosts, the @cert-authority line for ssh's known_hosts that trusts the host\n"+
+			"certificates the CA issues, for the host names the server certifies.")
 	server := serverFlag(fs, env)
+	knownHosts := fs.Bool("known-hosts", false, "print the @cert-authority line for known_hosts instead")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -183,7 +186,11 @@ func runSSHCAKey(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	line, err := c.CALine(ctx)
+	getLine := c.CALine
+	if *knownHosts {
+		getLine = c.CertAuthorityLine
+	}
+	line, err := getLine(ctx)
 	if err != nil {
 		return err
 	}

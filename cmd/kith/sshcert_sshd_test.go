@@ -33,7 +33,7 @@ func newCAServer(t *testing.T, cfg Config) *apiServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.svc, err = newIdentityServiceWithCA(a.store, "Kith test", identity.HostPolicy{}, a.store, ca, policy, 0); err != nil {
+	if a.svc, err = newIdentityServiceWithCA(a.store, "Kith test", testHostPolicy(t), a.store, ca, policy, 0); err != nil {
 		t.Fatal(err)
 	}
 	if a.api, err = api.NewHandler(a.ctx, api.Options{Service: a.svc, Keys: a.store, Watcher: a.store}); err != nil {

@@ -344,6 +344,24 @@ func (s *Store) LinkedKeys(ctx context.Context, among []string) ([]identity.Fact
 	return out, nil
 }
 
+// HostsUnder returns, sorted, up to limit handles of host identities
+// named domain or below it.
+func (s *Store) HostsUnder(ctx context.Context, domain string, limit int) ([]identity.Handle, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []identity.Handle
+	for h := range s.identities {
+		if name, ok := h.Host(); ok && (name == domain || strings.HasSuffix(name, "."+domain)) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
 // SaveChallenge stores an issued challenge, and drops challenges that
 // expired more than a day before this one expires.
 func (s *Store) SaveChallenge(ctx context.Context, c *identity.Challenge) error {

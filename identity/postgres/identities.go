@@ -40,6 +40,34 @@ func (s *Store) FactorHandles(ctx context.Context, f identity.Factor) ([]identit
 	return reader{s.pool}.FactorHandles(ctx, f)
 }
 
+// HostsUnder returns, sorted, up to limit handles of host identities
+// named domain or below it (see identity.Store). The index on the
+// reversed handle turns "ends with .domain" into a range.
+func (s *Store) HostsUnder(ctx context.Context, domain string, limit int) ([]identity.Handle, error) {
+	rev := reverseASCII(domain)
+	rows, err := s.pool.Query(ctx, `SELECT handle FROM identities
+		WHERE handle LIKE 'host:%' AND reverse(handle) COLLATE "C" >= $1 AND reverse(handle) COLLATE "C" < $2
+			AND (handle = 'host:' || $3 OR right(handle, $4) = '.' || $3)
+		ORDER BY handle LIMIT $5`, rev, rev+"\x7f", domain, len(domain)+1, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: hosts under %q: %w", domain, err)
+	}
+	hs, err := pgx.CollectRows(rows, pgx.RowTo[identity.Handle])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: hosts under %q: %w", domain, err)
+	}
+	return hs, nil
+}
+
+// reverseASCII reverses an ASCII string (host names are ASCII).
+func reverseASCII(s string) string {
+	b := []byte(s)
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	return string(b)
+}
+
 // KeyRecords returns the records the OpenPGP key f carries itself, with
 // their revocations, without artifacts.
 func (s *Store) KeyRecords(ctx context.Context, f identity.Factor) ([]identity.Evidence, error) {

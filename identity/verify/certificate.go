@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/oidc"
 	"github.com/kith-keyserver/kith/ssh"
@@ -29,6 +31,14 @@ var _ identity.CertificateAuthority = CertificateAuthority{}
 
 // PublicKey returns the CA's public key blob.
 func (c CertificateAuthority) PublicKey() []byte { return c.CA.PublicKey().Marshal() }
+
+// SignHostCertificate signs a host certificate with the CA.
+func (c CertificateAuthority) SignHostCertificate(_ context.Context, t identity.CertificateTemplate) ([]byte, error) {
+	return c.CA.SignHost(ssh.HostCertificate{
+		Key: t.Key, Serial: t.Serial, KeyID: t.KeyID, Principals: t.Principals,
+		ValidAfter: t.ValidAfter, ValidBefore: t.ValidBefore,
+	})
+}
 
 // SignUserCertificate signs a user certificate with the CA.
 func (c CertificateAuthority) SignUserCertificate(_ context.Context, t identity.CertificateTemplate) ([]byte, error) {
@@ -107,7 +117,7 @@ func certificateRecord(e *identity.Evidence) error {
 	if err := ssh.VerifySignatureBy(e.Signature, e.Statement, ssh.Namespace, pub); err != nil {
 		return err
 	}
-	cert, err := ssh.ParseUserCertificate(e.SignerKey)
+	cert, err := recordCertificate(e)
 	if err != nil {
 		return err
 	}
@@ -134,10 +144,28 @@ func certificateRecord(e *identity.Evidence) error {
 	return nil
 }
 
+// recordCertificate reads an ssh.certificate record's certificate, of
+// the type its identity gets: a host certificate for the host's name
+// alone for a host identity, a user certificate for anyone else.
+func recordCertificate(e *identity.Evidence) (*gossh.Certificate, error) {
+	name, isHost := e.Handle.Host()
+	if !isHost {
+		return ssh.ParseUserCertificate(e.SignerKey)
+	}
+	cert, err := ssh.ParseHostCertificate(e.SignerKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(cert.ValidPrincipals) != 1 || cert.ValidPrincipals[0] != name {
+		return nil, fmt.Errorf("the host certificate of %s names %q, not the host alone", e.Handle, cert.ValidPrincipals)
+	}
+	return cert, nil
+}
+
 // certificateCA returns the blob of the CA key that signed an
 // ssh.certificate record's certificate.
 func certificateCA(e *identity.Evidence) ([]byte, error) {
-	cert, err := ssh.ParseUserCertificate(e.SignerKey)
+	cert, err := recordCertificate(e)
 	if err != nil {
 		return nil, err
 	}

@@ -114,6 +114,9 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 		}
 		for _, hd := range handles {
 			h.cache.drop(string(hd))
+			if name, ok := hd.Host(); ok {
+				dropWellKnownHosts(h.cache, name)
+			}
 		}
 	})
 	if opts.Watcher != nil {
@@ -144,6 +147,8 @@ func (h *Handler) Register(mux Mux) {
 	mux.Handle("POST /api/v1/ssh/certificates", h.wrap(h.postCertificate))
 	mux.Handle("GET /ssh/ca.pub", h.wrap(h.getCAKey))
 	mux.Handle("GET /ssh/krl", h.wrap(h.getKRL))
+	mux.Handle("GET /ssh/ca.known_hosts", h.wrap(h.getCertAuthority))
+	mux.Handle("GET /.well-known/ssh-known-hosts", h.wrap(h.getWellKnownHosts))
 	mux.Handle("GET /users/{file}", h.wrap(h.getUser))
 	mux.Handle("GET /hosts/{file}", h.wrap(h.getHost))
 }

@@ -1,11 +1,15 @@
 // hosts.go: /hosts/{name}.known_hosts, the proven SSH host keys of a host
 // identity (host:NAME) as known_hosts lines, for ssh's KnownHostsCommand
-// (kith known-hosts), and /hosts/{name}.json, its identity document.
+// (kith known-hosts), and /hosts/{name}.json, its identity document;
+// /ssh/ca.known_hosts, the @cert-authority line for the host certificates
+// the CA issues; and /.well-known/ssh-known-hosts (C2SP
+// well-known-ssh-hosts), both for the name the request was made to.
 
 package api
 
 import (
 	"bytes"
+	"net"
 	"net/http"
 	"strings"
 
@@ -85,4 +89,99 @@ func KnownHosts(name string, a *identity.Assessment) []byte {
 		b.Write(ssh.MarshalAuthorizedKey(&ssh.Key{Public: pub}))
 	}
 	return b.Bytes()
+}
+
+// certAuthorityLine is the @cert-authority line that trusts the CA for
+// host certificates of the host name patterns, each also with any port
+// ("[PATTERN]:*", as ssh looks up a host on a port other than 22).
+func (h *Handler) certAuthorityLine(patterns []string) ([]byte, error) {
+	line, err := h.caKeyLine()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range patterns {
+		names = append(names, p, "["+p+"]:*")
+	}
+	line = bytes.Replace(line, []byte("SSH user CA of "), []byte("SSH CA of "), 1)
+	return append([]byte("@cert-authority "+strings.Join(names, ",")+" "), line...), nil
+}
+
+// getCertAuthority serves /ssh/ca.known_hosts: the @cert-authority line
+// that makes ssh accept the host certificates this CA issues, for the
+// host names the operator's policy lists.
+func (h *Handler) getCertAuthority(w http.ResponseWriter, r *http.Request) error {
+	patterns := h.svc.HostPatterns("")
+	if len(patterns) == 0 && h.svc.CAEnabled() {
+		return identity.Refuse(identity.CodeUnknownIdentity, "this server certifies no host: its operator lists no host names")
+	}
+	line, err := h.certAuthorityLine(patterns)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", h.maxAgeHV)
+	w.Write(line)
+	return nil
+}
+
+// getWellKnownHosts serves /.well-known/ssh-known-hosts (C2SP
+// well-known-ssh-hosts) for the name the request was made to: the proven
+// keys of that host and of every host below it, and, when this server
+// certifies hosts there, the @cert-authority line for those names alone.
+// A name that is no host name (an address) or has nothing to serve is a
+// 404 with an empty body.
+func (h *Handler) getWellKnownHosts(w http.ResponseWriter, r *http.Request) error {
+	name := r.Host
+	if host, _, err := net.SplitHostPort(name); err == nil {
+		name = host
+	}
+	name = identity.FoldHostName(name)
+	notFound := cached{status: http.StatusNotFound, ctype: "text/plain; charset=utf-8"}
+	if _, err := identity.ParseHostName(name); err != nil {
+		w.Header().Set("Cache-Control", h.maxAgeHV)
+		w.WriteHeader(http.StatusNotFound)
+		return nil
+	}
+	// The answer depends on every host below the name: it is cached
+	// whole and dropped with the rest of the cache on any change.
+	return h.serveCached(w, r, wellKnownHostsKey(name), "known_hosts", notFound, func() (cached, error) {
+		hosts, err := h.svc.HostsUnder(r.Context(), name)
+		if err != nil {
+			return cached{}, err
+		}
+		var b bytes.Buffer
+		if patterns := h.svc.HostPatterns(name); len(patterns) > 0 && h.svc.CAEnabled() {
+			line, err := h.certAuthorityLine(patterns)
+			if err != nil {
+				return cached{}, err
+			}
+			b.Write(line)
+		}
+		for _, host := range hosts {
+			b.Write(KnownHosts(host.Name, host.Assessment))
+		}
+		if b.Len() == 0 {
+			return notFound, nil
+		}
+		return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: b.Bytes()}, nil
+	})
+}
+
+// wellKnownHostsKey is the cache's key of the well-known answer for a
+// name; no handle has a space, so it names no identity's answers.
+func wellKnownHostsKey(name string) string { return "well-known-ssh-hosts " + name }
+
+// dropWellKnownHosts drops the well-known answers that the host name is
+// in: its own and each of its parent domains'.
+func dropWellKnownHosts(c *cache, name string) {
+	for {
+		c.drop(wellKnownHostsKey(name))
+		i := strings.IndexByte(name, '.')
+		if i < 0 {
+			return
+		}
+		name = name[i+1:]
+	}
 }

@@ -6,11 +6,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kith-keyserver/kith/identity/testkit"
+	"github.com/kith-keyserver/kith/ssh"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -170,6 +174,167 @@ func TestKnownHostsFreshAcrossNodes(t *testing.T) {
 		})
 		if !hb.Listening() || !k.h.Listening() {
 			t.Fatalf("round %d: a cache went off; the test no longer tests it", i)
+		}
+	}
+}
+
+// getAs fetches path with the request's Host set to host, as a client
+// that reached this server by that name.
+func (k *kith) getAs(host, path string) (int, string) {
+	k.t.Helper()
+	req, err := http.NewRequest("GET", k.url+path, nil)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHostCertificates: a host key proven for host:NAME gets a host
+// certificate valid for NAME alone, which ssh-keygen reads as one and
+// verify-log replays; the @cert-authority line names the policy's hosts;
+// the key's revocation puts the certificate in the KRL. The attacks: a
+// stranger's key (claimed by nobody, or proven for another host) gets no
+// certificate for the host, and no host gets a principal besides its
+// name (a host certificate for "root" or for another host).
+func TestHostCertificates(t *testing.T) {
+	testkit.Tool(t, "ssh-keygen")
+	k := newKith(t)
+	dir := t.TempDir()
+	hostKey, newKey, mallory := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ecdsa"), newSSHKey(t, dir, "ed25519")
+	const name, handle = "git.example.test", "host:git.example.test"
+	if st, code := k.claimHost(name, hostKey, hostKey); st != 201 {
+		t.Fatalf("claim: %d %s", st, code)
+	}
+	if st, code := k.claimHost("evil.example.test", mallory, mallory); st != 201 {
+		t.Fatalf("claim of mallory's host: %d %s", st, code)
+	}
+	st, code, hc := k.certify(handle, hostKey, api.CertificateRequest{Validity: "2h"})
+	if st != http.StatusCreated {
+		t.Fatalf("host certificate: %d %s", st, code)
+	}
+	if len(hc.Principals) != 1 || hc.Principals[0] != name {
+		t.Errorf("host certificate principals %q, want %s alone", hc.Principals, name)
+	}
+	certFile := filepath.Join(dir, "ssh_host_ed25519_key-cert.pub")
+	os.WriteFile(certFile, []byte(hc.Certificate+"\n"), 0o644)
+	out, err := exec.Command("ssh-keygen", "-L", "-f", certFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh-keygen -L: %v\n%s", err, out)
+	}
+	for _, want := range []string{"host certificate", "Principals: \n                " + name + "\n", "Extensions: (none)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("ssh-keygen -L lacks %q:\n%s", want, out)
+		}
+	}
+	for what, req := range map[string]struct {
+		key        sshKey
+		handle     string
+		principals []string
+		want       string
+	}{
+		"a principal besides the name": {hostKey, handle, []string{name, "root"}, "principal_not_allowed"},
+		"another host's name":           {hostKey, handle, []string{"evil.example.test"}, "principal_not_allowed"},
+		"a key proven for another host": {mallory, handle, nil, "not_proven"},
+		"a key nobody claimed":          {newKey, handle, nil, "not_proven"},
+	} {
+		st, code, _ := k.certify(req.handle, req.key, api.CertificateRequest{Principals: req.principals})
+		if st < 400 || code != req.want {
+			t.Errorf("%s: %d %s, want %s", what, st, code, req.want)
+		}
+	}
+
+	st, line := k.get("/ssh/ca.known_hosts")
+	caKey := keyOnly(string(ssh.MarshalAuthorizedKey(ssh.NewKey(testCA(t).PublicKey(), ""))))
+	if st != 200 || !strings.HasPrefix(line, "@cert-authority *.example.test,[*.example.test]:* "+caKey) {
+		t.Fatalf("GET /ssh/ca.known_hosts: %d %q", st, line)
+	}
+
+	// The host rotates its key and revokes the old one: the old key's
+	// certificate is revoked, and the new key gets one.
+	stmt := k.challenge(handle, newKey.pub, "add")
+	if st, code := k.call("POST", "/api/v1/identities/"+handle+"/factors", api.AddRequest{
+		Statement: stmt, Signature: newKey.sign(t, stmt, "kith"), By: hostKey.pub, BySignature: hostKey.sign(t, stmt, "kith"),
+	}, nil); st != 200 {
+		t.Fatalf("add: %d %s", st, code)
+	}
+	k.revokeSSH(handle, hostKey, newKey)
+	krl, raw := k.krl()
+	if !krl.Revoked(testCA(t).PublicKey().Marshal(), hc.Serial, "") || !keygenQuery(t, raw, hc.Certificate) {
+		t.Errorf("the revoked host key's certificate is not in the KRL: %+v", krl.Certificates)
+	}
+	if st, code, _ := k.certify(handle, newKey, api.CertificateRequest{}); st != http.StatusCreated {
+		t.Errorf("certificate for the new key: %d %s", st, code)
+	}
+	if n := k.verifyLog(); n == 0 {
+		t.Error("verify-log checked no records")
+	}
+}
+
+// TestWellKnownSSHHosts: /.well-known/ssh-known-hosts answers for the
+// name the request was made to with the proven keys of that host and of
+// the hosts below it, and the @cert-authority line for those names alone
+// (C2SP well-known-ssh-hosts: every name within the domain it is served
+// from). Its attacks: a name outside the domain (a sibling, a parent, a
+// name that merely ends in the same letters) is never in the answer; an
+// address or a name with nothing to serve is an empty 404; and a host
+// claimed below a domain shows in the domain's answer at once.
+func TestWellKnownSSHHosts(t *testing.T) {
+	k := newKith(t)
+	dir := t.TempDir()
+	git, deep, sibling, lookalike := newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519"), newSSHKey(t, dir, "ed25519")
+	for name, key := range map[string]sshKey{"git.example.test": git, "a.b.git.example.test": deep, "web.example.test": sibling} {
+		if st, code := k.claimHost(name, key, key); st != 201 {
+			t.Fatalf("claim of %s: %d %s", name, st, code)
+		}
+	}
+	caKey := keyOnly(string(ssh.MarshalAuthorizedKey(ssh.NewKey(testCA(t).PublicKey(), ""))))
+	st, body := k.getAs("git.example.test:8443", "/.well-known/ssh-known-hosts")
+	want := []string{
+		"@cert-authority git.example.test,[git.example.test]:*,*.git.example.test,[*.git.example.test]:* " + caKey,
+		"a.b.git.example.test " + keyOnly(deep.pub),
+		"git.example.test " + keyOnly(git.pub),
+	}
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if st != 200 || len(lines) != len(want) {
+		t.Fatalf("git.example.test: %d %q", st, body)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want %q", i, lines[i], w)
+		}
+	}
+	if strings.Contains(body, keyOnly(sibling.pub)) {
+		t.Error("a sibling host's key is in the answer")
+	}
+	// The domain above answers for every host below it, and its
+	// @cert-authority line is the policy's wildcard.
+	st, body = k.getAs("EXAMPLE.test.", "/.well-known/ssh-known-hosts")
+	if st != 200 || !strings.HasPrefix(body, "@cert-authority *.example.test,[*.example.test]:* "+caKey) ||
+		!strings.Contains(body, keyOnly(sibling.pub)) || !strings.Contains(body, keyOnly(deep.pub)) || strings.Count(body, "\n") != 4 {
+		t.Fatalf("example.test: %d %q", st, body)
+	}
+	// A look-alike name: "xgit.example.test" ends in "git.example.test"
+	// but is not below it. Claimed after the answer above was cached, it
+	// shows in example.test's answer at once, never in git's.
+	if st, code := k.claimHost("xgit.example.test", lookalike, lookalike); st != 201 {
+		t.Fatalf("claim of xgit: %d %s", st, code)
+	}
+	if _, body := k.getAs("git.example.test", "/.well-known/ssh-known-hosts"); strings.Contains(body, keyOnly(lookalike.pub)) {
+		t.Errorf("xgit's key in git's answer: %q", body)
+	}
+	if _, body := k.getAs("example.test", "/.well-known/ssh-known-hosts"); !strings.Contains(body, "xgit.example.test "+keyOnly(lookalike.pub)) {
+		t.Errorf("example.test's answer lacks the host just claimed: %q", body)
+	}
+	for _, host := range []string{"127.0.0.1", "[::1]:80", "evil.org", "example.test.evil.org", "other.test"} {
+		if st, body := k.getAs(host, "/.well-known/ssh-known-hosts"); st != 404 || body != "" {
+			t.Errorf("Host %s: %d %q, want an empty 404", host, st, body)
 		}
 	}
 }

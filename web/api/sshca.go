@@ -199,7 +199,7 @@ func (h *Handler) makeKRL(r *http.Request, ca []byte, now time.Time) ([]byte, er
 		Comment:      "certificates revoked by " + h.svc.Server(),
 		Certificates: []ssh.RevokedCertificates{{CA: ca}}}
 	for _, e := range recs {
-		cert, err := ssh.ParseUserCertificate(e.SignerKey)
+		cert, err := ssh.ParseCertificate(e.SignerKey)
 		if err != nil {
 			return nil, fmt.Errorf("api: KRL: record %d: %w", e.Seq, err)
 		}

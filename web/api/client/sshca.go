@@ -34,7 +34,8 @@ type CertificateRequest struct {
 	CAKeys []gossh.PublicKey
 }
 
-// Certificate is an SSH user certificate the CA issued.
+// Certificate is an SSH certificate the CA issued: a user certificate, or
+// a host certificate for a host identity (host:NAME).
 type Certificate struct {
 	// Line is the certificate as a -cert.pub file holds it.
 	Line string
@@ -66,7 +67,11 @@ func (c *Client) Certificate(ctx context.Context, handle string, s Signer, req C
 	if err != nil || k.Cert == nil {
 		return nil, fmt.Errorf("the server's certificate does not parse: %v", err)
 	}
-	cert, err := ssh.ParseUserCertificate(k.Cert.Marshal())
+	parse := ssh.ParseUserCertificate
+	if strings.HasPrefix(handle, identity.HostPrefix) {
+		parse = ssh.ParseHostCertificate
+	}
+	cert, err := parse(k.Cert.Marshal())
 	if err != nil {
 		return nil, fmt.Errorf("the server's certificate: %w", err)
 	}
@@ -121,6 +126,27 @@ func (c *Client) CALine(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("the server's CA key is not one key line: %q", clip(string(data)))
 	}
 	return ssh.MarshalAuthorizedKey(keys[0]), nil
+}
+
+// CertAuthorityLine returns the server's @cert-authority line (GET
+// /ssh/ca.known_hosts) for ssh's known_hosts, checked to be one such
+// line with one plain key.
+func (c *Client) CertAuthorityLine(ctx context.Context) ([]byte, error) {
+	data, err := c.get(ctx, "/ssh/ca.known_hosts", maxSmallBody)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(data), []byte("@cert-authority "))
+	var key []*ssh.Key
+	if ok && bytes.Count(data, []byte("\n")) <= 1 {
+		if _, k, found := bytes.Cut(rest, []byte(" ")); found {
+			key, err = ssh.ParseAuthorizedKeys(k)
+		}
+	}
+	if !ok || err != nil || len(key) != 1 || key[0].Cert != nil {
+		return nil, fmt.Errorf("the server's @cert-authority line is not one: %q", clip(string(data)))
+	}
+	return append(bytes.TrimSpace(data), '\n'), nil
 }
 
 // CAKeys returns the server's SSH user CA keys.
