@@ -142,7 +142,9 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	fmt.Fprintf(env.stdout, "wrote %s: principals %s, valid until %s, serial %d\n", out, strings.Join(cert.Cert.ValidPrincipals, ","),
 		before.Local().Format(time.RFC3339), cert.Cert.Serial)
 	fmt.Fprintf(env.stdout, "  published in the log: %s\n", cert.Log)
-	if *toAgent {
+	// A host certificate is for sshd's HostCertificate: an agent holds
+	// keys to log in with, never a host's.
+	if *toAgent && cert.Cert.CertType == gossh.UserCert {
 		addToAgent(ctx, env, tools, s.File, cert.Cert)
 	}
 	return nil
