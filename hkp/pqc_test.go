@@ -2,9 +2,12 @@ package hkp
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +15,13 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
+	"github.com/kith-keyserver/kith/recon"
+	"github.com/kith-keyserver/kith/recon/node"
 )
 
 // pqcKeys are the keys of the v6 and post-quantum tests: Dana has a v4
@@ -214,4 +220,48 @@ func dearmor(t *testing.T, s string) []byte {
 		all = append(all, k.Bytes()...)
 	}
 	return all
+}
+
+// TestReconFetchCarriesPQCKeys: /pks/hashquery answers v6 and post-quantum
+// keys whole (an SLH-DSA-SHAKE-256s key of 150 KB among them), and a peer
+// that fetches them through recon's fetcher and the one upload path
+// stores each with the digest the recon tree asked for.
+func TestReconFetchCarriesPQCKeys(t *testing.T) {
+	ctx := context.Background()
+	fixtures, err := filepath.Glob(filepath.Join("..", "pgp", "testdata", "pqc", "*.pgp"))
+	if err != nil || len(fixtures) != 7 {
+		t.Fatalf("pgp/testdata/pqc: %d keys (%v)", len(fixtures), err)
+	}
+	ts := newTestServerOn(t, pgtest.NewStore(t), Options{})
+	var digests [][16]byte
+	for _, f := range fixtures {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.mustAdd(armored(t, b))
+		k, _ := pgp.ParseKey(b)
+		applied, _, err := pgp.Policy{}.Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, applied.Digest())
+	}
+
+	peer := pgtest.NewStore(t)
+	log := quietLogger()
+	f := recon.NewHashQueryFetcher(node.StoreFetched(peer, keys.NewService(peer, keys.Options{Policy: pgp.DefaultPolicy(), Logger: log}), log), log)
+	res, err := f.Fetch(ctx, recon.Peer{HTTP: ts.url}, digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Received != 7 || res.Stored != 7 || res.Changed != 0 {
+		t.Fatalf("fetch: %+v", res)
+	}
+	for _, d := range digests {
+		ks, _, err := peer.FindKeys(ctx, keys.Query{Digests: [][16]byte{d}})
+		if err != nil || len(ks) != 1 {
+			t.Errorf("digest %s: %d keys on the peer (%v)", pgp.FormatDigest(d), len(ks), err)
+		}
+	}
 }
