@@ -82,7 +82,7 @@ func TestGPGImportsWhatItReadsOfV6AndPQCKeys(t *testing.T) {
 	// Why the rule exists: the v4 key and the v6 key in one answer make gpg
 	// import neither.
 	g := newGPGHome(t, u.Host)
-	if _, errOut, err := tryImport(g, armored(t, ks.v4Bin, ks.v6Bin)); err == nil || !strings.Contains(errOut, "unknown version 6") {
+	if _, errOut, err := tryGPG(g, armored(t, ks.v4Bin, ks.v6Bin), "--import"); err == nil || !strings.Contains(errOut, "unknown version 6") {
 		t.Fatalf("gpg imported an answer holding a v6 key (err %v):\n%s", err, errOut)
 	}
 	if got := g.colons(); strings.Contains(got, v4) {
@@ -100,6 +100,13 @@ func TestGPGImportsWhatItReadsOfV6AndPQCKeys(t *testing.T) {
 	}
 	if !strings.Contains(got, "Dana Quantum") || strings.Join(subAlgos, ",") != "18,35" {
 		t.Fatalf("gpg's listing of the v4 key, subkey algorithms %v, want the cv25519 (18) and the ML-KEM-768+X25519 (35):\n%s", subAlgos, got)
+	}
+
+	// gpg encrypts to the cv25519 subkey, not the one it cannot use.
+	enc := g.run("hello\n", "--trust-model", "always", "--armor", "--encrypt", "--recipient", v4)
+	cv25519 := strings.ToUpper(hex.EncodeToString(ks.v4.Subkeys[0].PublicKey.Fingerprint[12:]))
+	if pk, _, _ := tryGPG(g, enc, "--list-packets"); !strings.Contains(string(pk), "algo 18, keyid "+cv25519) {
+		t.Errorf("gpg did not encrypt to the cv25519 subkey %s:\n%s", cv25519, pk)
 	}
 
 	// By address, where the store holds both of Dana's keys: gpg locates
@@ -197,11 +204,13 @@ func TestSQGetsKeysWhole(t *testing.T) {
 	}
 }
 
-// tryImport imports armored keys into g and returns gpg's outputs.
-func tryImport(g gpgHome, keytext string) ([]byte, string, error) {
-	c := exec.Command("gpg", "--batch", "--yes", "--no-tty", "--import")
+// tryGPG runs gpg in g with stdin and returns its outputs, failing or not
+// (--list-packets of a message to someone else's key fails, having listed
+// it).
+func tryGPG(g gpgHome, stdin string, args ...string) ([]byte, string, error) {
+	c := exec.Command("gpg", append([]string{"--batch", "--yes", "--no-tty"}, args...)...)
 	c.Env = g.Env()
-	c.Stdin = strings.NewReader(keytext)
+	c.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	err := c.Run()
