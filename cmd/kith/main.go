@@ -11,6 +11,7 @@
 //	kith id        claim a handle and link keys at a server (the client)
 //	kith ssh-cert  get an SSH certificate for a proven key (the client)
 //	kith krl       fetch and install the SSH certificate revocation list
+//	kith refresh   refresh the keys you hold through a keyserver's prefix log
 //	kith version   print the version
 //
 // Run "kith COMMAND --help" for a command's settings.
@@ -67,6 +68,7 @@ func commands() []command {
 		{"ssh-cert", "get an SSH user certificate for a key proven for a handle; writes KEY-cert.pub", runSSHCert},
 		{"ssh-ca-key", "print a Kith server's SSH user CA key (for sshd's TrustedUserCAKeys)", runSSHCAKey},
 		{"krl", "fetch, check and install a Kith server's SSH certificate revocation list (sshd's RevokedKeys)", runKRL},
+		{"refresh", "refresh gpg's keys (or a file's) from a keyserver, fetching only those whose fingerprint prefix changed", runRefresh},
 		{"version", "print Kith's version", runVersion},
 	}
 }
