@@ -13,6 +13,9 @@
 //     with its confidence;
 //   - GET canonical/{identity}: the authoritative answer: only keys whose
 //     address is verified by a followed mail link, as VKS by-email;
+//   - GET prefixlog/{date}: the fingerprint prefix log, which prefixes
+//     of primary fingerprints changed on a day (prefixlog.go's PrefixLog,
+//     set as Options.PrefixLog);
 //   - POST certs: submission, through the one upload path;
 //   - OPTIONS on every route and category (feature detection and CORS
 //     preflights); 403 for a category without an identifier; 501 for the
@@ -36,6 +39,7 @@
 // identity.VerifiedEmailReader) or corroborated by a provider
 // (identity.CorroboratedEmails, reached as Corroborations); the
 // per-client limiters (identity/ratelimit, shared by the wiring with the
-// other protocols); OpenPGP parsing and user-ID addresses (pgp); the
-// prefix log's data (given to the Handler as Options.PrefixLog).
+// other protocols); OpenPGP parsing and user-ID addresses (pgp); when
+// each key changed and how long a prefix is (identity/keys.ChangeLog and
+// PrefixDigits); the refresh client (hkp/refresh).
 package v2
