@@ -94,8 +94,12 @@ type Config struct {
 	WKD WKDConfig `toml:"wkd"`
 	// HKP is the [hkp] section.
 	HKP HKPConfig `toml:"hkp"`
-	// Log is the [log] section: the transparency log's signing key.
+	// Log is the [log] section: the transparency log's signing key and
+	// the witnesses it asks to cosign.
 	Log TransparencyLogConfig `toml:"log"`
+	// Witness is the [witness] section: this server as a witness of
+	// other logs.
+	Witness WitnessConfig `toml:"witness"`
 	// Hosts is the [hosts] section: the host names whose SSH host keys
 	// may be published (host:NAME identities).
 	Hosts HostsConfig `toml:"hosts"`
@@ -174,6 +178,21 @@ type TransparencyLogConfig struct {
 	// log's checkpoints. Empty means a key kept in the database, created
 	// on first start and shared by every node.
 	KeyFile string `toml:"key_file"`
+	// WitnessPolicy names a C2SP tlog-policy file whose witness lines
+	// carry URLs (their submission prefix): each new checkpoint is
+	// submitted to them and published with the cosignatures that arrive
+	// within a bound. Empty means no witnesses.
+	WitnessPolicy string `toml:"witness_policy"`
+}
+
+// WitnessConfig is the [witness] section: this server as a C2SP
+// tlog-witness at PUBLIC_URL/witness.
+type WitnessConfig struct {
+	// Enabled serves the witness API.
+	Enabled bool `toml:"enabled"`
+	// Policy names a C2SP tlog-policy file whose log lines are the logs
+	// this server cosigns.
+	Policy string `toml:"policy"`
 }
 
 // SMTPConfig is the [smtp] section. With no address, mails are written to
@@ -371,6 +390,9 @@ func kithSettings() []settings.Setting[Config] {
 		{"hkp.prefixlog_min_keys", "the fewest stored keys each prefix of the prefix log (/pks/v2/prefixlog/DATE) names on average (a `number`): prefixes lengthen as the store grows", func(c *Config) flag.Value { return (*settings.IntValue)(&c.HKP.PrefixLogMinKeys) }},
 		{"hkp.email_lookup", "HKP email searches answer `all` keys naming the address (as SKS) or only those it is verified for (verified)", func(c *Config) flag.Value { return (*settings.StringValue)(&c.HKP.EmailLookup) }},
 		{"log.key_file", "`file` with the 32-byte seed of the Ed25519 key signing log checkpoints; empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Log.KeyFile) }},
+		{"log.witness_policy", "C2SP tlog-policy `file` whose witness lines (with their URLs) are asked to cosign each checkpoint; empty means none", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Log.WitnessPolicy) }},
+		{"witness.enabled", "act as a C2SP tlog-witness at PUBLIC_URL/witness for the logs of witness.policy", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.Witness.Enabled) }},
+		{"witness.policy", "C2SP tlog-policy `file` whose log lines are the logs this server cosigns as a witness", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Witness.Policy) }},
 		{"ssh_ca.enabled", "issue SSH user certificates for proven SSH keys (POST /api/v1/ssh/certificates, GET /ssh/krl)", func(c *Config) flag.Value { return (*settings.BoolValue)(&c.SSHCA.Enabled) }},
 		{"ssh_ca.key_file", "`file` with the SSH CA's Ed25519 key (32-byte seed or unencrypted OpenSSH private key); empty means one kept in the database for every node", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SSHCA.KeyFile) }},
 		{"ssh_ca.validity", "how long (a `duration`) a certificate is valid unless the request asks for less", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.SSHCA.Validity) }},
@@ -488,6 +510,9 @@ func (c Config) validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("setting data_dir: must not be empty")
+	}
+	if c.Witness.Enabled && c.Witness.Policy == "" {
+		return errors.New("setting witness.policy: witness.enabled needs a policy naming the logs to cosign")
 	}
 	if c.DatabaseURL != "" {
 		if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {

@@ -39,7 +39,7 @@ type apiServer struct {
 // read again) and serves it, with the API, at a new a.srv.
 func (a *apiServer) reopenLog() {
 	a.t.Helper()
-	l, lh, err := newTransparencyLog(a.ctx, defaultConfig(), a.store, a.svc, slog.New(slog.DiscardHandler))
+	l, lh, err := newTransparencyLog(a.ctx, defaultConfig(), a.store, a.svc, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		a.t.Fatal(err)
 	}

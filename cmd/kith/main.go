@@ -63,6 +63,7 @@ func commands() []command {
 		{"verify-log", "fetch or read the evidence log and re-verify every record and the hash chain", runVerifyLog},
 		{"log-key", "print the transparency log's verifier key", runLogKey},
 		{"monitor", "follow the transparency log and report new records touching your handles, addresses and keys", runMonitor},
+		{"witness-key", "print this server's witness (cosignature) verifier key", runWitnessKey},
 		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},
 		{"id", "claim a handle and link or revoke keys at a Kith server, signing with ssh-keygen or gpg", runID},
 		{"ssh-cert", "get an SSH user certificate for a key proven for a handle; writes KEY-cert.pub", runSSHCert},

@@ -182,7 +182,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	ks.Subscribe(hkpHandler)
 	go hkpHandler.Run(ctx)
 
-	tl, logHandler, err := newTransparencyLog(ctx, cfg, st.Store, svc, log.With("component", "tlog"))
+	tl, logHandler, err := newTransparencyLog(ctx, cfg, st.Store, svc, reg, log.With("component", "tlog"))
 	if err != nil {
 		return err
 	}
@@ -204,6 +204,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger: log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
+	if err := mountWitness(ctx, mux, cfg, st.Store, log.With("component", "witness")); err != nil {
+		return err
+	}
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
 		return err
 	}

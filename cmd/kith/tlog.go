@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/tlog"
@@ -49,12 +51,19 @@ func logKey(ctx context.Context, cfg Config, st *postgres.Store) (*tlog.Key, err
 // newTransparencyLog returns the signer that integrates svc's appends
 // into the tree (its Run is the caller's to start), told of each of
 // them, and the handler serving /log/.
-func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc *identity.Service, log *slog.Logger) (*tlog.Log, *tlog.Handler, error) {
+func newTransparencyLog(ctx context.Context, cfg Config, st *postgres.Store, svc *identity.Service, reg prometheus.Registerer, log *slog.Logger) (*tlog.Log, *tlog.Handler, error) {
 	key, err := logKey(ctx, cfg, st)
 	if err != nil {
 		return nil, nil, err
 	}
-	l := tlog.New(st, key, tlog.Options{Logger: log})
+	opts := tlog.Options{Logger: log}
+	// A nil *Submitter in the interface would not be nil.
+	if w, err := logWitnesses(cfg, reg, log); err != nil {
+		return nil, nil, err
+	} else if w != nil {
+		opts.Witnesses = w
+	}
+	l := tlog.New(st, key, opts)
 	svc.Subscribe(func(context.Context, []identity.Handle) { l.Notify() })
 	return l, tlog.NewHandler(st, key.VerifierKey(), log), nil
 }

@@ -9,11 +9,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/web/api"
 	"github.com/kith-keyserver/kith/web/api/client"
 )
@@ -23,15 +25,17 @@ var errLogInvalid = client.ErrLogInvalid
 
 func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSetWith(env, "verify-log", func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY] | --file FILE) [--artifacts FILE]\n\n")
+		fmt.Fprintf(w, "Usage: kith verify-log (--server URL [--state FILE] [--log-key KEY | --policy FILE] | --file FILE) [--artifacts FILE]\n\n")
 		fmt.Fprintf(w, "Re-verifies every evidence record's proof and the hash chain, printing each failure; with --server, also\n")
 		fmt.Fprintf(w, "that the records are exactly the entries of the log's signed checkpoint, and with --state that it is\n")
-		fmt.Fprintf(w, "consistent with the checkpoint verified last time.\n\n")
+		fmt.Fprintf(w, "consistent with the checkpoint verified last time; with --policy, that the checkpoint carries the\n")
+		fmt.Fprintf(w, "policy's quorum of witness cosignatures, so that it is the log everyone else is shown.\n\n")
 	})
 	server := fs.String("server", "", "fetch the log from the Kith server at `URL` and check it against its signed checkpoint")
 	file := fs.String("file", "", "read the log from `file` (JSON pages of GET /api/v1/log, one after another; - for stdin); no checkpoint is checked")
 	stateFile := fs.String("state", "", "remember the log key and the last verified checkpoint in `file`, and prove the next one consistent with it")
 	logKeyFlag := fs.String("log-key", "", "the log's verifier `key` (as kith log-key prints it); default: the one in --state, else the server's, trusted on first use")
+	policyFile := fs.String("policy", "", "a C2SP tlog-policy `file`: its log line stands for --log-key, and the checkpoint must carry its quorum of witness cosignatures")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long each page fetch may take")
 	artifactsFile := fs.String("artifacts", "", "check the records whose ID tokens and emails are private with the artifacts in `file` (JSON, as the account page's \"Download my artifacts\" gives them)")
 	if err := fs.Parse(args); err != nil {
@@ -40,8 +44,18 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if (*server == "") == (*file == "") || fs.NArg() > 0 {
 		return misuse(env, "verify-log", "give exactly one of --server and --file")
 	}
-	if *file != "" && (*stateFile != "" || *logKeyFlag != "") {
-		return misuse(env, "verify-log", "--state and --log-key check a server's checkpoint; they need --server")
+	if *file != "" && (*stateFile != "" || *logKeyFlag != "" || *policyFile != "") {
+		return misuse(env, "verify-log", "--state, --log-key and --policy check a server's checkpoint; they need --server")
+	}
+	if *logKeyFlag != "" && *policyFile != "" {
+		return misuse(env, "verify-log", "give one of --log-key and --policy (its log line is the log key)")
+	}
+	var witnesses *policy.Policy
+	if *policyFile != "" {
+		var err error
+		if witnesses, *logKeyFlag, err = readLogPolicy(*policyFile); err != nil {
+			return err
+		}
 	}
 	var audit client.LogAudit
 	if *artifactsFile != "" {
@@ -76,11 +90,15 @@ func runVerifyLog(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	lc.Policy = witnesses
 	if lc.TrustedOnFirstUse {
 		fmt.Fprintf(env.stdout, "trusting the log key %s on first use\n", lc.Key())
 	}
 	cp, err := lc.Checkpoint(ctx)
 	if err != nil {
+		if errors.Is(err, policy.ErrNoQuorum) {
+			fmt.Fprintf(env.stdout, "FAIL: %v\n", err)
+		}
 		return err
 	}
 	if err := c.Log(ctx, check); err != nil {

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity/tlog"
+	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/web/api"
 )
 
@@ -114,6 +115,9 @@ type LogMonitor struct {
 	signed []byte           // the checkpoint fetched now
 	// TrustedOnFirstUse is set when the log key came from the server.
 	TrustedOnFirstUse bool
+	// Policy, when set, is a witness policy whose quorum must have
+	// cosigned every checkpoint Checkpoint accepts.
+	Policy *policy.Policy
 }
 
 // Monitor loads the state file (when given and present) and settles the
@@ -173,6 +177,11 @@ func (m *LogMonitor) Checkpoint(ctx context.Context) (tlog.Checkpoint, error) {
 	cp, err := tlog.OpenCheckpoint(b, m.state.LogKey)
 	if err != nil {
 		return cp, fmt.Errorf("%w: the checkpoint does not verify with the log key %s: %w", ErrLogInvalid, m.state.LogKey, err)
+	}
+	if m.Policy != nil {
+		if err := m.Policy.VerifyCosignatures(b); err != nil {
+			return cp, fmt.Errorf("%w: the checkpoint of %d records: %w", ErrLogInvalid, cp.Size, err)
+		}
 	}
 	if m.last != nil && cp.Size < m.last.Size {
 		return cp, fmt.Errorf("%w: the log shrank: its checkpoint covers %d records, the one verified before %d", ErrLogInvalid, cp.Size, m.last.Size)
