@@ -239,7 +239,7 @@ func TestHostCertificates(t *testing.T) {
 		principals []string
 		want       string
 	}{
-		"a principal besides the name": {hostKey, handle, []string{name, "root"}, "principal_not_allowed"},
+		"a principal besides the name":  {hostKey, handle, []string{name, "root"}, "principal_not_allowed"},
 		"another host's name":           {hostKey, handle, []string{"evil.example.test"}, "principal_not_allowed"},
 		"a key proven for another host": {mallory, handle, nil, "not_proven"},
 		"a key nobody claimed":          {newKey, handle, nil, "not_proven"},
