@@ -58,15 +58,23 @@ const (
 )
 
 // serveAdd answers POST /pks/add. Before the body is read, it answers
-// 429 past the client's upload budget, and 503 when the upload path
-// admits no more requests at once (both with Retry-After).
+// 429 past the client's upload budget; once the size-capped body is read
+// (a client sending it slowly holds no upload slot meanwhile), 503 when
+// the upload path admits no more requests at once (both with
+// Retry-After).
 func (h *Handler) serveAdd(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.UploadLimit.Allow(w, r) {
 		h.metrics.added("rate_limited")
 		httpError(w, http.StatusTooManyRequests, "too many uploads from this address: try again later")
 		return
 	}
-	adm, ok := h.uploads.Admit()
+	data, asJSON, status, msg := h.readUpload(w, r)
+	if status != 0 {
+		h.metrics.added("bad_request")
+		httpError(w, status, msg)
+		return
+	}
+	adm, ok := h.uploads.Admit(r.Context())
 	if !ok {
 		h.metrics.added("busy")
 		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
@@ -74,12 +82,6 @@ func (h *Handler) serveAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer adm.Done()
-	data, asJSON, status, msg := h.readUpload(w, r)
-	if status != 0 {
-		h.metrics.added("bad_request")
-		httpError(w, status, msg)
-		return
-	}
 	resp := h.addKeys(r, adm, data)
 	code := http.StatusOK
 	switch {

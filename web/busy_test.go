@@ -1,53 +1,45 @@
 package web_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
+	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
-	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
-	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/web"
 )
 
-// spyBody is a request body that records whether anyone read it.
-type spyBody struct {
-	io.Reader
-	read bool
-}
-
-func (b *spyBody) Read(p []byte) (int, error) { b.read = true; return b.Reader.Read(p) }
-
-// TestUploadAnswers503WithRetryAfterBeyondConcurrentUploads: while the
-// upload path admits no more requests, the upload page answers 503 with
-// Retry-After and does not read the body.
-func TestUploadAnswers503WithRetryAfterBeyondConcurrentUploads(t *testing.T) {
-	st := pgtest.NewStore(t)
-	svc, _ := identity.NewService(st, &verify.Verifier{Keys: st}, identity.ServiceOptions{Server: "Kith"})
-	ks := keys.NewService(st, keys.Options{MaxConcurrentUploads: 1})
-	h, err := web.NewHandler(web.Deps{Keys: st, Uploads: ks, Identities: svc, Sessions: st}, web.Options{CSRFKey: make([]byte, 32)})
-	if err != nil {
-		t.Fatal(err)
+// TestUploadAnswers503BeyondConcurrentUploads: while every upload slot is
+// taken (and stays so past keys.UploadAdmitWait), the upload page reads
+// the form and answers 503, saying to come back; once a slot is free the
+// same upload is admitted and checked.
+func TestUploadAnswers503BeyondConcurrentUploads(t *testing.T) {
+	s := newSite(t, web.Options{})
+	var held []*keys.Admission
+	for range keys.DefaultMaxConcurrentUploads() {
+		a, ok := s.keys.Admit(t.Context())
+		if !ok {
+			t.Fatal("not admitted")
+		}
+		held = append(held, a)
 	}
-	held, ok := ks.Admit()
-	if !ok {
-		t.Fatal("not admitted")
+	b := s.browser()
+	upload := func() page {
+		form := b.get("/upload")
+		return b.post("/upload", url.Values{"csrf": {form.csrf(t)}, "keytext": {"x"}})
 	}
-	defer held.Done()
-	body := &spyBody{Reader: strings.NewReader("keytext=x")}
-	req := httptest.NewRequest(http.MethodPost, "/upload", io.NopCloser(body))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != strconv.Itoa(keys.UploadRetryAfterSeconds) {
-		t.Errorf("upload while busy: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	if up := upload(); up.status != http.StatusServiceUnavailable || !strings.Contains(up.body, "Try again in a few seconds") {
+		t.Errorf("upload while busy: %d:\n%s", up.status, up.body)
 	}
-	if body.read {
-		t.Error("the refused upload's body was read")
+	held[0].Done()
+	if up := upload(); up.status != http.StatusUnprocessableEntity {
+		t.Errorf("upload with a slot free: %d, want 422 (admitted, and nothing in it is a key):\n%s", up.status, up.body)
+	}
+	for _, a := range held[1:] {
+		a.Done()
+	}
+	if n := s.keys.UploadsInProgress(); n != 0 {
+		t.Errorf("%d uploads in progress after the answers", n)
 	}
 }

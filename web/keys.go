@@ -537,20 +537,15 @@ func (h *Handler) serveUploadForm(w http.ResponseWriter, r *http.Request) {
 
 // serveUpload reads the pasted keys, runs each through the policy and the
 // store, and says per key what happened. Before reading the body, it
-// answers 429 past the client's upload budget, and 503 when the upload
-// path admits no more requests at once (both with Retry-After).
+// answers 429 past the client's upload budget; once the size-capped body
+// is read (a client sending it slowly holds no upload slot meanwhile),
+// 503 when the upload path admits no more requests at once (both with
+// Retry-After).
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.UploadLimit.Allow(w, r) {
 		h.fail(w, r, http.StatusTooManyRequests, "Too many uploads", "Too many uploads came from your address; try again in a minute.")
 		return
 	}
-	adm, ok := h.deps.Uploads.Admit()
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
-		h.fail(w, r, http.StatusServiceUnavailable, "Too many uploads", "The server is checking too many uploads at once. Try again in a few seconds.")
-		return
-	}
-	defer adm.Done()
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadSize)
 	pasted, file, err := readUploadForm(r, h.opts.MaxUploadSize)
 	if err != nil {
@@ -567,6 +562,13 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, uploadPage(p, hkpURL(h.publicURL()), []uploadResult{{Result: "rejected", Reason: "nothing was pasted and no file was chosen"}}))
 		return
 	}
+	adm, ok := h.deps.Uploads.Admit(r.Context())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
+		h.fail(w, r, http.StatusServiceUnavailable, "Too many uploads", "The server is checking too many uploads at once. Try again in a few seconds.")
+		return
+	}
+	defer adm.Done()
 	loggedIn := s != nil && s.Handle != ""
 	var results []uploadResult
 	// The pasted text and the file are read apart: one may be armored and

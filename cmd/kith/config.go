@@ -235,8 +235,9 @@ type HKPConfig struct {
 	// is read; a hashquery answers the keys that fit.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
 	// MaxConcurrentUploads caps the upload requests (POST /pks/add, VKS
-	// and web uploads) in progress at once; beyond it they are answered
-	// 503 with Retry-After before their body is read.
+	// and web uploads) in progress at once, admitted once their body is
+	// read; beyond it they wait up to keys.UploadAdmitWait for a slot,
+	// then are answered 503 with Retry-After.
 	MaxConcurrentUploads int `toml:"max_concurrent_uploads"`
 	// PrefixLogMinKeys is the fewest stored keys each prefix of the
 	// prefix log (/pks/v2/prefixlog/DATE) names on average; it sets the

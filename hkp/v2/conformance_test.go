@@ -377,9 +377,10 @@ func TestSubmissionTakesTheOneUploadPath(t *testing.T) {
 	if a, sub := e.submit(bare); a.code != http.StatusOK || len(sub.Invalid) != 1 || sub.Invalid[0].Comment == "" {
 		t.Errorf("refused key: %d %s", a.code, a.body)
 	}
-	// While the upload path admits no more requests, a submission gets 503
-	// and Retry-After without its body being read.
-	adm, ok := e.ks.Admit()
+	// While the upload path admits no more requests (past
+	// keys.UploadAdmitWait), a submission is read and gets 503 and
+	// Retry-After.
+	adm, ok := e.ks.Admit(t.Context())
 	if !ok {
 		t.Fatal("no upload slot")
 	}

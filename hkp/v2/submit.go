@@ -52,9 +52,10 @@ type Submission struct {
 }
 
 // serveSubmit answers POST /pks/v2/certs. Before the body is read it
-// answers 429 past the client's upload budget and 503 when the upload
-// path admits no more requests at once (both with Retry-After), as every
-// upload route does. It answers 413 for a body over Options.MaxBodySize,
+// answers 429 past the client's upload budget, and once the size-capped
+// body is read (a client sending it slowly holds no upload slot
+// meanwhile) 503 when the upload path admits no more requests at once
+// (both with Retry-After), as every upload route does. It answers 413 for a body over Options.MaxBodySize,
 // 415 for a body type it does not read, 422 when no key can be read
 // (section 4.2: "not well formed"), 503 when the store failed, and
 // otherwise 200 with a Submission.
@@ -63,18 +64,18 @@ func (h *Handler) serveSubmit(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusTooManyRequests, "too many uploads from this address: try again later")
 		return
 	}
-	adm, ok := h.opts.Uploads.Admit()
+	data, code, msg := h.readSubmission(w, r)
+	if code != 0 {
+		Error(w, code, msg)
+		return
+	}
+	adm, ok := h.opts.Uploads.Admit(r.Context())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
 		Error(w, http.StatusServiceUnavailable, "too many uploads in progress: try again in a few seconds")
 		return
 	}
 	defer adm.Done()
-	data, code, msg := h.readSubmission(w, r)
-	if code != 0 {
-		Error(w, code, msg)
-		return
-	}
 	var out Submission
 	read, failed := 0, false
 	rd := pgp.NewReader(bytes.NewReader(data))

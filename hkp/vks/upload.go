@@ -43,21 +43,15 @@ type Response struct {
 // serveUpload answers POST /vks/v1/upload, {"keytext": "..."}: one key,
 // armored (or binary in the string), through the key policy.
 //
-// Before reading the body, it answers 429 past the client's upload budget,
-// and 503 when the upload path admits no more requests at once (both with
-// Retry-After).
+// Before reading the body, it answers 429 past the client's upload budget;
+// once the size-capped body is read (a client sending it slowly holds no
+// upload slot meanwhile), 503 when the upload path admits no more requests
+// at once (both with Retry-After).
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.UploadLimit.Allow(w, r) {
 		jsonError(w, http.StatusTooManyRequests, "too many uploads from this address: try again later")
 		return
 	}
-	adm, ok := h.uploads.Admit()
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
-		jsonError(w, http.StatusServiceUnavailable, "too many uploads in progress: try again in a few seconds")
-		return
-	}
-	defer adm.Done()
 	var req struct {
 		Keytext string `json:"keytext"`
 	}
@@ -68,6 +62,13 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "no keytext: send {\"keytext\": \"<armored public key>\"}")
 		return
 	}
+	adm, ok := h.uploads.Admit(r.Context())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(keys.UploadRetryAfterSeconds))
+		jsonError(w, http.StatusServiceUnavailable, "too many uploads in progress: try again in a few seconds")
+		return
+	}
+	defer adm.Done()
 	ks, err := pgp.ReadKeys(strings.NewReader(req.Keytext))
 	switch {
 	case err != nil && len(ks) == 0:

@@ -1,8 +1,10 @@
 // admit.go: what one HTTP upload request may cost. An upload is the one
 // request whose cost the sender chooses (every key's signatures are
 // checked), so the Service admits a bounded number at once, each with a
-// verification budget its keys share; a frontend asks before it reads
-// the body, and answers 503 with Retry-After when no slot is free.
+// verification budget its keys share; a frontend asks once it has read
+// the request's size-capped body (a client sending its body slowly holds
+// no slot), a request finding every slot taken waits a moment in a short
+// line, and past that the frontend answers 503 with Retry-After.
 
 package keys
 
@@ -10,17 +12,26 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/kith-keyserver/kith/pgp"
 )
 
 // DefaultMaxConcurrentUploads is the default cap on upload requests in
-// progress at once: two per core. An upload costs at most its budget of
+// progress at once: four per core. An upload costs at most its budget of
 // verification work (pgp.DefaultMaxUploadVerifyWork, some 0.2 s of one
-// core) plus reading and storing, so two per core keep every core busy
-// with uploads that wait on the database while bounding the CPU that
-// senders of bombs can hold: lookups keep the rest.
-func DefaultMaxConcurrentUploads() int { return 2 * runtime.GOMAXPROCS(0) }
+// core) plus storing, and a genuine one spends most of its time waiting
+// for the commit of the group transaction that stores it (holding no
+// CPU): four per core let eight uploaders on two cores each have one in
+// flight, which two per core did not (half of them were refused), while
+// still bounding the CPU that senders of bombs can hold.
+func DefaultMaxConcurrentUploads() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// UploadAdmitWait is the longest a request waits for an upload slot when
+// every slot is taken (and at most as many requests as there are slots
+// wait): a burst of uploads is served in turn rather than refused, and a
+// flood is refused at once.
+const UploadAdmitWait = time.Second
 
 // UploadRetryAfterSeconds is what a refused upload request is told to
 // wait, in seconds (the Retry-After header of its 503): uploads take well
@@ -38,27 +49,51 @@ type Admission struct {
 	once    sync.Once
 }
 
-// Admit admits one HTTP upload request, before its body is read: it
-// returns the request's Admission, which the frontend passes with each
-// of the request's keys to Upload and ends with Done; or false when
-// Options.MaxConcurrentUploads requests are in progress, and the
-// frontend then answers 503 with a Retry-After of UploadRetryAfterSeconds,
-// without reading the body.
-func (s *Service) Admit() (*Admission, bool) {
+// Admit admits one HTTP upload request, once the frontend has read its
+// size-capped body: it returns the request's Admission, which the
+// frontend passes with each of the request's keys to Upload and ends with
+// Done. When Options.MaxConcurrentUploads requests are in progress it
+// waits for one to be done, for at most UploadAdmitWait and while ctx
+// lasts, unless as many requests wait already; it returns false when no
+// slot came, and the frontend then answers 503 with a Retry-After of
+// UploadRetryAfterSeconds.
+func (s *Service) Admit(ctx context.Context) (*Admission, bool) {
 	select {
 	case s.slots <- struct{}{}:
+		return s.admission(), true
 	default:
+	}
+	if int(s.waiting.Add(1)) > cap(s.slots) {
+		s.waiting.Add(-1)
 		return nil, false
 	}
+	defer s.waiting.Add(-1)
+	t := time.NewTimer(UploadAdmitWait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return s.admission(), true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, false
+}
+
+// admission is the Admission of a request that has taken a slot.
+func (s *Service) admission() *Admission {
 	return &Admission{
 		budget:  pgp.NewVerifyBudget(pgp.DefaultMaxUploadVerifyWork),
 		release: func() { <-s.slots },
-	}, true
+	}
 }
 
 // UploadsInProgress returns how many upload requests are admitted and
 // not done.
 func (s *Service) UploadsInProgress() int { return len(s.slots) }
+
+// UploadsWaiting returns how many upload requests wait for a slot
+// (Admit).
+func (s *Service) UploadsWaiting() int { return int(s.waiting.Load()) }
 
 // Done ends the request, giving its slot back. Later calls do nothing.
 func (a *Admission) Done() { a.once.Do(a.release) }

@@ -75,7 +75,7 @@ func TestMergesPayFromTheRequestsBudget(t *testing.T) {
 	}
 	mergeWork := plenty - b.Left()
 
-	a, ok := svc.Admit()
+	a, ok := svc.Admit(ctx)
 	if !ok {
 		t.Fatal("no upload slot")
 	}

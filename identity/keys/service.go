@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
@@ -62,8 +63,10 @@ type Service struct {
 	store Store
 	opts  Options
 	log   *slog.Logger
-	// slots holds a token per admitted upload request.
-	slots chan struct{}
+	// slots holds a token per admitted upload request; waiting counts
+	// the requests waiting for one (Admit).
+	slots   chan struct{}
+	waiting atomic.Int32
 
 	mu   sync.Mutex
 	subs []Subscriber
@@ -302,7 +305,8 @@ func (s *Service) syncLinks(ctx context.Context, fps [][]byte) {
 
 // Uploader is the upload path as a frontend takes it (*Service is one).
 type Uploader interface {
-	// Admit admits an HTTP upload request before its body is read.
-	Admit() (*Admission, bool)
+	// Admit admits an HTTP upload request whose body has been read,
+	// waiting a moment for a slot when every one is taken.
+	Admit(ctx context.Context) (*Admission, bool)
 	Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Result, error)
 }
