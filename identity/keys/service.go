@@ -170,7 +170,7 @@ func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Resu
 	}
 	res.Change = w.Change
 	if w.Key != nil {
-		s.changed(ctx, []*pgp.Key{w.Key})
+		s.changed(ctx, []Written{w})
 	}
 	return res, nil
 }
@@ -223,11 +223,11 @@ func (s *Service) AddKeys(ctx context.Context, batch []*pgp.Key) ([]Change, erro
 		return nil, fmt.Errorf("keys: add %d keys: %w", len(batch), err)
 	}
 	changes := make([]Change, len(ws))
-	var changed []*pgp.Key
+	var changed []Written
 	for i, w := range ws {
 		changes[i] = w.Change
 		if w.Key != nil {
-			changed = append(changed, w.Key)
+			changed = append(changed, w)
 		}
 	}
 	if len(changed) > 0 {
@@ -275,14 +275,21 @@ func (s *Service) AddBlock(ctx context.Context, b identity.Block) (identity.Bloc
 	return out, nil
 }
 
-// changed refreshes the links the changed keys carry, then tells the
-// subscribers: the writer reads its own write when the call returns.
-func (s *Service) changed(ctx context.Context, changed []*pgp.Key) {
-	fps := make([][]byte, len(changed))
-	for i, k := range changed {
-		fps[i] = k.Fingerprint()
+// changed refreshes the links the changed keys carry (unless the store
+// found that no identity names them), then tells the subscribers: the
+// writer reads its own write when the call returns.
+func (s *Service) changed(ctx context.Context, ws []Written) {
+	var fps [][]byte
+	changed := make([]*pgp.Key, len(ws))
+	for i, w := range ws {
+		changed[i] = w.Key
+		if !w.Unlinked {
+			fps = append(fps, w.Key.Fingerprint())
+		}
 	}
-	s.syncLinks(ctx, fps)
+	if len(fps) > 0 {
+		s.syncLinks(ctx, fps)
+	}
 	s.mu.Lock()
 	subs := s.subs
 	s.mu.Unlock()

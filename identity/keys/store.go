@@ -102,6 +102,11 @@ type Written struct {
 	// Key is the stored form after the write; nil when nothing was
 	// written (Unchanged, Blocked, or Reduced to what was stored).
 	Key *pgp.Key
+	// Unlinked: the store found, after the write committed, that no
+	// identity names the key, so that its links need no refresh (the
+	// Service then skips identity.Service.SyncKeys for it). False when
+	// the store did not look.
+	Unlinked bool
 }
 
 // Outcome is what a store's batch write did to one distinct key of the
@@ -114,6 +119,8 @@ type Outcome struct {
 	Written bool
 	// Reduced says the blocks took something out of what was given.
 	Reduced bool
+	// Unlinked is Written.Unlinked.
+	Unlinked bool
 }
 
 // WrittenBatch returns what a batch write did to each key of the batch,
@@ -135,7 +142,7 @@ func WrittenBatch[K comparable](index []K, outcome func(K) Outcome) []Written {
 		o := outcome(k)
 		out[i] = Written{Change: o.Change}
 		if o.Written {
-			out[i].Key = o.Key
+			out[i].Key, out[i].Unlinked = o.Key, o.Unlinked
 		}
 		if o.Reduced && o.Change != Blocked {
 			out[i].Change = Reduced

@@ -233,13 +233,17 @@ func (t *tx) ConsumeChallenge(ctx context.Context, nonce []byte, now time.Time) 
 	return c, nil
 }
 
+// linkedKeysSQL selects the values of the OpenPGP factors an identity
+// names, among $1 (NULL: all).
+const linkedKeysSQL = `SELECT f.value FROM factors f WHERE f.kind = 'pgp'
+		AND ($1::text[] IS NULL OR f.value = ANY($1)) AND EXISTS (
+			SELECT 1 FROM evidence e WHERE e.identity_id IS NOT NULL AND (e.from_factor = f.id OR e.to_factor = f.id)
+		) ORDER BY f.value`
+
 // LinkedKeys returns the OpenPGP key factors an identity's records name,
 // among the values in among (nil: all).
 func (s *Store) LinkedKeys(ctx context.Context, among []string) ([]identity.Factor, error) {
-	rows, err := s.pool.Query(ctx, `SELECT f.value FROM factors f WHERE f.kind = 'pgp'
-		AND ($1::text[] IS NULL OR f.value = ANY($1)) AND EXISTS (
-			SELECT 1 FROM evidence e WHERE e.identity_id IS NOT NULL AND (e.from_factor = f.id OR e.to_factor = f.id)
-		) ORDER BY f.value`, among)
+	rows, err := s.pool.Query(ctx, linkedKeysSQL, among)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: linked keys: %w", err)
 	}

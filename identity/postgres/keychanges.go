@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 )
 
@@ -27,18 +31,51 @@ func notification(ps []*pendingKey) (string, []any) {
 	return "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", []any{KeyChangesChannel, payloads}
 }
 
-// notifyCommitted tells every node of keys a write has committed. It runs
-// after the commit, in a transaction of its own: PostgreSQL serialises
-// the commits of notifying transactions, WAL flush included, so a NOTIFY
-// inside the write would make concurrent uploads wait for each other's
-// fsync. A notification lost to a crash between the two leaves other
-// nodes' caches stale until their answers expire and their recon trees
-// short of the change until they resynchronise from the store (at their
-// next reconnect); the store itself is whole either way.
-func (s *Store) notifyCommitted(ctx context.Context, ps []*pendingKey) {
+// afterKeyWrite runs on the write's connection (writeTx) once it has
+// committed, in one round trip: it tells every node of the keys the write
+// changed, and marks those no identity names (pendingKey.unlinked), so
+// that the keys Service refreshes the links of the others only, without
+// a query of its own (which, beside many lookups, waited for a
+// connection longer than the write took).
+//
+// The notification runs after the commit, in a transaction of its own:
+// PostgreSQL serialises the commits of notifying transactions, WAL flush
+// included, so a NOTIFY inside the write would make concurrent uploads
+// wait for each other's fsync. A notification lost to a crash between the
+// two leaves other nodes' caches stale until their answers expire and
+// their recon trees short of the change until they resynchronise from the
+// store (at their next reconnect); the store itself is whole either way.
+// The links are read after the commit too, as identity.Service.SyncKeys
+// reads them: a link made meanwhile either is seen here or sees the key.
+func (s *Store) afterKeyWrite(ctx context.Context, conn *pgxpool.Conn, ps []*pendingKey) {
+	ctx = context.WithoutCancel(ctx)
 	sql, args := notification(ps)
-	if _, err := s.pool.Exec(context.WithoutCancel(ctx), sql, args...); err != nil {
+	values := make([]string, len(ps))
+	for i, p := range ps {
+		values[i] = identity.PGPFactor(p.fp).Value
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(sql, args...)
+	batch.Queue(linkedKeysSQL, values)
+	br := conn.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
 		s.log.Warn("postgres: notifying key changes", "keys", len(ps), "err", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return // the Service refreshes every key's links
+	}
+	linked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	named := make(map[string]bool, len(linked))
+	for _, v := range linked {
+		named[v] = true
+	}
+	for i, p := range ps {
+		p.unlinked = !named[values[i]]
 	}
 }
 

@@ -120,6 +120,11 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 		if got.Change != want {
 			t.Fatalf("upload %d: %v, want %v", i+1, got.Change, want)
 		}
+		// No identity names the key: the store says so with the write,
+		// and the keys Service refreshes no links for it.
+		if got.Change == keys.Inserted && !got.Unlinked {
+			t.Errorf("upload %d: a key no identity names is not marked unlinked", i+1)
+		}
 	}
 
 	queries := map[string]keys.Query{

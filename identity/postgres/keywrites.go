@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
@@ -74,8 +75,9 @@ type pendingKey struct {
 	change keys.Change
 	// tomb: the key is a tombstone, merged by pgp.Policy.Tombstone;
 	// reduced: the blocks took something out of what was given;
-	// written: the batch committed a new form of the key.
-	tomb, reduced, written bool
+	// written: the batch committed a new form of the key; unlinked: after
+	// the commit, no identity named it (afterKeyWrite).
+	tomb, reduced, written, unlinked bool
 }
 
 func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
@@ -106,7 +108,7 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 	}
 
 	var changed []*pendingKey
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
 		policy := s.policy
 		policy.Issuers = issuerKeys(ctx, tx)
 		policy.Budget = keys.VerifyBudgetOf(ctx)
@@ -208,6 +210,10 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 		}
 		changed = append(inserts, updates...)
 		return writeComponents(ctx, tx, changed)
+	}, func(conn *pgxpool.Conn) {
+		if len(changed) > 0 {
+			s.afterKeyWrite(ctx, conn, changed)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -215,11 +221,8 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 	for _, p := range changed {
 		p.written = true
 	}
-	if len(changed) > 0 {
-		s.notifyCommitted(ctx, changed)
-	}
 	return keys.WrittenBatch(index, func(p *pendingKey) keys.Outcome {
-		return keys.Outcome{Change: p.change, Key: p.key, Written: p.written, Reduced: p.reduced}
+		return keys.Outcome{Change: p.change, Key: p.key, Written: p.written, Reduced: p.reduced, Unlinked: p.unlinked}
 	}), nil
 }
 

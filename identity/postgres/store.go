@@ -18,7 +18,10 @@ var _ keys.Store = (*Store)(nil)
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool *pgxpool.Pool
+	// writes is the pool of the connections kept for key writes
+	// (writeTx); pool itself when none are kept.
+	writes *pgxpool.Pool
 	policy pgp.Policy
 	log    *slog.Logger
 
@@ -27,8 +30,9 @@ type Store struct {
 
 // Options tune how the store connects.
 type Options struct {
-	// MaxConns caps the pool; 0 keeps pgx's default (the larger of 4 and
-	// the number of CPUs).
+	// MaxConns caps the connections the store opens; 0 keeps pgx's
+	// default (the larger of 4 and the number of CPUs). A quarter of
+	// them, one or two (writeConns), are kept for key writes.
 	MaxConns int32
 	// WarmConns is how many connections Open opens and prepares the key
 	// lookups on before it returns, so that the first burst of requests
@@ -56,11 +60,25 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	writeCfg := cfg.Copy()
+	w := writeConns(cfg.MaxConns)
+	cfg.MaxConns -= w
+	if cfg.MinConns > cfg.MaxConns {
+		cfg.MinConns = cfg.MaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, policy: pgp.DefaultPolicy(), log: opts.Logger}
+	writes := pool
+	if w > 0 {
+		writeCfg.MaxConns, writeCfg.MinConns = w, 0
+		if writes, err = pgxpool.NewWithConfig(ctx, writeCfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: connect: %w", err)
+		}
+	}
+	s := &Store{pool: pool, writes: writes, policy: pgp.DefaultPolicy(), log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -68,12 +86,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.policy = *opts.Policy
 	}
 	if err := s.Ping(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, err
 	}
 	if !opts.SkipMigrate {
 		if _, err := s.Migrate(ctx); err != nil {
-			pool.Close()
+			s.Close()
 			return nil, err
 		}
 	}
@@ -89,18 +107,60 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// writeConns is how many of maxConns connections are kept for key writes: a
+// quarter, one or two (the group transactions of AddKey run two at once,
+// maxGroupWriters), none when maxConns is below 2. Lookups take a connection
+// per request, so that with a shared pool a burst of them queued every
+// upload's transaction behind the readers: uploads beside 32 readers
+// were spending more time waiting for a connection than writing.
+func writeConns(maxConns int32) int32 {
+	if maxConns < 2 {
+		return 0
+	}
+	return min(max(maxConns/4, 1), maxGroupWriters)
+}
+
 // Close waits for queries in flight and closes every connection.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	if s.writes != s.pool {
+		s.writes.Close()
+	}
+}
 
 // Collector returns Prometheus metrics of the connection pool.
-func (s *Store) Collector() prometheus.Collector { return poolCollector{s.pool} }
+func (s *Store) Collector() prometheus.Collector {
+	if s.writes == s.pool {
+		return poolCollector{[]*pgxpool.Pool{s.pool}}
+	}
+	return poolCollector{[]*pgxpool.Pool{s.pool, s.writes}}
+}
 
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }
 
-type poolCollector struct{ pool *pgxpool.Pool }
+// writeTx runs fn in a transaction on a connection kept for key writes,
+// committing when it returns nil, and then, when it committed, after on
+// the same connection (the notification of what it wrote): a key write
+// waits for none of the connections lookups hold, and takes one.
+func (s *Store) writeTx(ctx context.Context, fn func(pgx.Tx) error, after func(*pgxpool.Conn)) error {
+	conn, err := s.writes.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a write connection: %w", err)
+	}
+	defer conn.Release()
+	if err := pgx.BeginFunc(ctx, conn, fn); err != nil {
+		return err
+	}
+	after(conn)
+	return nil
+}
+
+// poolCollector reports the store's connections, for lookups and kept
+// for writes, together.
+type poolCollector struct{ pools []*pgxpool.Pool }
 
 var (
 	poolDescs = struct {
@@ -124,13 +184,23 @@ func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.pool.Stat()
+	var total, idle, acquired, maxConns, acquires, waits, waitSeconds float64
+	for _, p := range c.pools {
+		st := p.Stat()
+		total += float64(st.TotalConns())
+		idle += float64(st.IdleConns())
+		acquired += float64(st.AcquiredConns())
+		maxConns += float64(st.MaxConns())
+		acquires += float64(st.AcquireCount())
+		waits += float64(st.EmptyAcquireCount())
+		waitSeconds += st.AcquireDuration().Seconds()
+	}
 	d := poolDescs
-	ch <- prometheus.MustNewConstMetric(d.total, prometheus.GaugeValue, float64(st.TotalConns()))
-	ch <- prometheus.MustNewConstMetric(d.idle, prometheus.GaugeValue, float64(st.IdleConns()))
-	ch <- prometheus.MustNewConstMetric(d.acquired, prometheus.GaugeValue, float64(st.AcquiredConns()))
-	ch <- prometheus.MustNewConstMetric(d.max, prometheus.GaugeValue, float64(st.MaxConns()))
-	ch <- prometheus.MustNewConstMetric(d.acquires, prometheus.CounterValue, float64(st.AcquireCount()))
-	ch <- prometheus.MustNewConstMetric(d.waits, prometheus.CounterValue, float64(st.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(d.waitSeconds, prometheus.CounterValue, st.AcquireDuration().Seconds())
+	ch <- prometheus.MustNewConstMetric(d.total, prometheus.GaugeValue, total)
+	ch <- prometheus.MustNewConstMetric(d.idle, prometheus.GaugeValue, idle)
+	ch <- prometheus.MustNewConstMetric(d.acquired, prometheus.GaugeValue, acquired)
+	ch <- prometheus.MustNewConstMetric(d.max, prometheus.GaugeValue, maxConns)
+	ch <- prometheus.MustNewConstMetric(d.acquires, prometheus.CounterValue, acquires)
+	ch <- prometheus.MustNewConstMetric(d.waits, prometheus.CounterValue, waits)
+	ch <- prometheus.MustNewConstMetric(d.waitSeconds, prometheus.CounterValue, waitSeconds)
 }
