@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,5 +410,60 @@ func TestPQCAlgorithmNames(t *testing.T) {
 		if got := GPGAlgorithmName(tc.algo, 0, ""); got != tc.gpg {
 			t.Errorf("GPGAlgorithmName(%d) = %q, want %q", tc.algo, got, tc.gpg)
 		}
+	}
+}
+
+// TestMergePQCKeys: parts of a post-quantum key merge back into the whole,
+// in either order, and a v6 key's certification of another v6 key's user
+// ID merges into the stored key.
+func TestMergePQCKeys(t *testing.T) {
+	var p Policy
+	rng := rand.New(rand.NewPCG(35, 6))
+	checked := 0
+	for _, f := range pqcFixtures {
+		full, _ := mustApply(t, mustParse(t, pqcKey(t, f.file)))
+		for round := 0; round < 4; round++ {
+			a, b := randomPart(rng, full), randomPart(rng, full)
+			ab, _, errAB := p.Merge(a, b)
+			ba, _, errBA := p.Merge(b, a)
+			if (errAB == nil) != (errBA == nil) {
+				t.Fatalf("%s: merge errors differ: %v / %v", f.file, errAB, errBA)
+			}
+			if errAB != nil {
+				continue
+			}
+			checked++
+			if !bytes.Equal(ab.Bytes(), ba.Bytes()) {
+				t.Errorf("%s: Merge(a,b) != Merge(b,a)", f.file)
+			}
+			if whole, _, err := p.Merge(ab, full); err != nil || !bytes.Equal(whole.Bytes(), full.Bytes()) {
+				t.Errorf("%s: merging the whole key back does not give it (err %v)", f.file, err)
+			}
+		}
+	}
+
+	if checked < len(pqcFixtures) {
+		t.Errorf("only %d merges had a self-signature on both sides", checked)
+	}
+
+	holder, err := keygen.NewKey(keygen.V6MLDSA65, "Holder", "holder@example.org", pqcTime, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certifier, err := keygen.NewKey(keygen.V6MLDSA87, "Certifier", "certifier@example.org", pqcTime, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := mustApply(t, mustParse(t, entityBytes(t, holder)))
+	certified, err := keygen.Certify(holder, certifier, pqcTime.Add(time.Hour), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, rep, err := p.Merge(stored, mustParse(t, certified))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total() != rep.Count(DropDuplicate) || len(merged.Packets()) != len(stored.Packets())+1 {
+		t.Errorf("merge kept %d packets of %d+1 (report %v)", len(merged.Packets()), len(stored.Packets()), rep)
 	}
 }
