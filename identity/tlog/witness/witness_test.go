@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	xtlog "golang.org/x/mod/sumdb/tlog"
 
@@ -259,4 +261,45 @@ func TestWitnessCosignsOneOfTwoRacingCheckpoints(t *testing.T) {
 
 func originHash(origin string) string {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(origin)))
+}
+
+// TestSubmitterFailsOpen: a witness that never answers and one that is
+// down cost the round at most its bound; the checkpoint keeps the
+// cosignature of the witness that answered, and the quorum of all three
+// is not met.
+func TestSubmitterFailsOpen(t *testing.T) {
+	l := newLog(t, 1, entries("e", 4)...)
+	url, lp := newWitness(t, l.key)
+	hung := make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hung }))
+	t.Cleanup(stuck.Close)
+	t.Cleanup(func() { close(hung) })
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	s1, _ := tlog.NewCosigner("w.example/stuck", seed(11))
+	s2, _ := tlog.NewCosigner("w.example/down", seed(12))
+	p, err := policy.Parse([]byte(fmt.Sprintf("log %s\nwitness w %s %s\nwitness stuck %s %s\nwitness down %s %s\ngroup all3 all w stuck down\nquorum all3\n",
+		l.key.VerifierKey(), lp.Witnesses[0].VerifierKey, url, s1.VerifierKey(), stuck.URL, s2.VerifierKey(), downURL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := witness.NewSubmitter(p, witness.SubmitterOptions{Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, signed := l.checkpoint(4)
+	got := sub.Witness(context.Background(), signed, c, 0, l.prove(4))
+	cosigned := p.Cosigners(got)
+	if !cosigned[0] || cosigned[1] || cosigned[2] {
+		t.Fatalf("cosigners %v, want only w:\n%s", cosigned, got)
+	}
+	if _, err := p.Verify(got); !errors.Is(err, policy.ErrNoQuorum) {
+		t.Fatalf("quorum of three with one: %v", err)
+	}
+	// The published checkpoint lacks two cosignatures: it is submitted
+	// again, once, not at every integration.
+	if !sub.Retry(got) || sub.Retry(got) {
+		t.Fatal("Retry should say yes once, then wait")
+	}
 }
