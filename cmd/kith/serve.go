@@ -204,7 +204,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger: log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
-	if err := mountWitness(ctx, mux, cfg, st.Store, log.With("component", "witness")); err != nil {
+	if err := mountWitness(ctx, mux, cfg, st.Store, reg, log.With("component", "witness")); err != nil {
 		return err
 	}
 	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {

@@ -63,7 +63,7 @@ func logWitnesses(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*wit
 }
 
 // mountWitness serves the witness API when witness.enabled is set.
-func mountWitness(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, log *slog.Logger) error {
+func mountWitness(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, reg prometheus.Registerer, log *slog.Logger) error {
 	if !cfg.Witness.Enabled {
 		return nil
 	}
@@ -78,7 +78,7 @@ func mountWitness(ctx context.Context, mux *http.ServeMux, cfg Config, st *postg
 	if err != nil {
 		return err
 	}
-	witness.NewHandler(p, key, st, log).Register(mux)
+	witness.NewHandler(p, key, st, witness.HandlerOptions{Logger: log, Registerer: reg}).Register(mux)
 	origins := make([]string, len(p.Logs))
 	for i, l := range p.Logs {
 		origins[i] = l.Origin()

@@ -321,6 +321,10 @@ func TestWitnessedCheckpoints(t *testing.T) {
 		return strings.Contains(m, `kith_log_witness_requests_total{outcome="inconsistent",witness="lite"}`) &&
 			strings.Contains(m, `kith_log_witness_requests_total{outcome="inconsistent",witness="kith-b"}`)
 	})
+	// B's witness counts the refusal for A's origin.
+	if m := metricsText(t, b.url); !strings.Contains(m, fmt.Sprintf(`kith_witness_requests_total{origin=%q,outcome="inconsistent"}`, goodCp.Origin)) {
+		t.Errorf("B's metrics do not count the fork:\n%s", m)
+	}
 	for _, w := range []string{lite.url, b.url + "/witness"} {
 		if status := addCheckpoint(t, w, goodCp.Size, forked); status != http.StatusUnprocessableEntity {
 			t.Errorf("%s answered the fork %d, want 422", w, status)

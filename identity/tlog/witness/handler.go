@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/note"
 	xtlog "golang.org/x/mod/sumdb/tlog"
 
@@ -65,20 +66,57 @@ var EmptyRoot = xtlog.Hash(sha256.Sum256(nil))
 
 // Handler serves the witness API for the logs of a policy.
 type Handler struct {
-	policy *policy.Policy
-	signer *tlog.Cosigner
-	store  Store
-	log    *slog.Logger
+	policy   *policy.Policy
+	signer   *tlog.Cosigner
+	store    Store
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+}
+
+// HandlerOptions configures a Handler.
+type HandlerOptions struct {
+	// Logger gets refusals and failures; nil discards them.
+	Logger *slog.Logger
+	// Registerer gets the metrics; nil records none.
+	Registerer prometheus.Registerer
 }
 
 // NewHandler returns a witness that cosigns, with signer, checkpoints of
 // the logs p lists (its witnesses and quorum play no part), keeping its
 // state in store.
-func NewHandler(p *policy.Policy, signer *tlog.Cosigner, store Store, logger *slog.Logger) *Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+func NewHandler(p *policy.Policy, signer *tlog.Cosigner, store Store, opts HandlerOptions) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{policy: p, signer: signer, store: store, log: logger}
+	h := &Handler{policy: p, signer: signer, store: store, log: opts.Logger}
+	if opts.Registerer != nil {
+		h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kith_witness_requests_total",
+			Help: "add-checkpoint requests to this witness by log origin (\"unknown\" for a log not in witness.policy) and outcome (cosigned, conflict, unknown_log, forbidden, bad_request, inconsistent, error); inconsistent means a log showed a fork or a rewrite.",
+		}, []string{"origin", "outcome"})
+		opts.Registerer.MustRegister(h.requests)
+	}
+	return h
+}
+
+// count records a request's outcome.
+func (h *Handler) count(origin, outcome string) {
+	if h.requests == nil {
+		return
+	}
+	if _, ok := h.policy.Log(origin); !ok {
+		origin = "unknown"
+	}
+	h.requests.WithLabelValues(origin, outcome).Inc()
+}
+
+// outcomes names the refusals' statuses for the metrics.
+var outcomes = map[int]string{
+	http.StatusBadRequest:          "bad_request",
+	http.StatusNotFound:            "unknown_log",
+	http.StatusForbidden:           "forbidden",
+	http.StatusConflict:            "conflict",
+	http.StatusUnprocessableEntity: "inconsistent",
 }
 
 // Register adds the witness's routes under Prefix to mux.
@@ -108,7 +146,20 @@ func (h *Handler) addCheckpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sigs, err := h.AddCheckpoint(r.Context(), body)
+	var origin string
+	if _, signed, ok := bytes.Cut(body, []byte("\n\n")); ok {
+		o, _, _ := bytes.Cut(signed, []byte("\n"))
+		origin = string(o)
+	}
 	var re *requestError
+	switch {
+	case errors.As(err, &re):
+		h.count(origin, outcomes[re.status])
+	case err != nil:
+		h.count(origin, "error")
+	default:
+		h.count(origin, "cosigned")
+	}
 	switch {
 	case errors.As(err, &re) && re.status == http.StatusConflict:
 		w.Header().Set("Content-Type", "text/x.tlog.size")

@@ -94,7 +94,7 @@ func newWitness(t *testing.T, logKey *tlog.Key) (string, *policy.Policy) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	witness.NewHandler(p, signer, pgtest.NewStore(t), nil).Register(mux)
+	witness.NewHandler(p, signer, pgtest.NewStore(t), witness.HandlerOptions{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	url := srv.URL + witness.Prefix
