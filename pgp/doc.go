@@ -3,8 +3,9 @@
 // what clients receive.
 //
 // It owns:
-//   - reading transferable public keys (v3, v4, v6; binary or armored, one or
-//     many, streaming with resynchronisation after damage): Reader, ParseKey;
+//   - reading transferable public keys (v3, v4, v6, with RFC 9980's
+//     post-quantum algorithms; binary or armored, one or many, streaming
+//     with resynchronisation after damage): Reader, ParseKey;
 //   - the key policy: verifying every self-signature over the original bytes,
 //     dropping what is not validly self-signed, capping certification floods
 //     and sizes, bounding the verification work a key or a request may cost
@@ -14,6 +15,9 @@
 //   - the canonical form (original packet bodies, new-format headers,
 //     canonical order) and armor: Key.Bytes, WriteArmored;
 //   - the SKS digest that reconciliation compares: Key.Digest, ParseDigest;
+//   - which keys of an answer clients of the legacy protocols, gpg above
+//     all, are sent, since gpg refuses a whole answer at one v6 packet:
+//     ForLegacyClients;
 //   - the facts indexes are built from: Key.Describe;
 //   - verification of signatures a key made over data: VerifyDetached,
 //     VerifyCleartext;
