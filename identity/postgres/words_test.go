@@ -1,15 +1,26 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -110,4 +121,222 @@ func TestEveryWriterKeepsKeyWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkKeyWords(t, db, fmt.Sprintf("migration %d", version), 100)
+}
+
+// oldByWords is the search by words before key_words (migration 0019),
+// kept as the reference the search must agree with: the GIN index asked
+// for every word at once, then the keys in id order, at most $2.
+const oldByWords = `SELECT k.fingerprint FROM keys k WHERE k.id IN (SELECT DISTINCT key_ref FROM user_ids
+			WHERE words @@ plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))
+	ORDER BY k.id LIMIT $2`
+
+// generatedKeys makes n keys with user IDs "Generated User N
+// <userN@example.net>", every fifth with a second, "Generated User N (alt
+// 1) <userN.alt@example.net>": four words every key has and one or two
+// rare ones, as in issue 38's measurement.
+func generatedKeys(t *testing.T, n int) [][]byte {
+	t.Helper()
+	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([][]byte, n)
+	for i := range n {
+		created := base.Add(time.Duration(i) * time.Minute)
+		e, err := keygen.NewEd25519(fmt.Sprintf("Generated User %d", i), fmt.Sprintf("user%d@example.net", i), created, int64(i)+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			at := func() time.Time { return created.Add(time.Second) }
+			if err := e.AddUserId(fmt.Sprintf("Generated User %d", i), "alt 1", fmt.Sprintf("user%d.alt@example.net", i), &packet.Config{Time: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b bytes.Buffer
+		if err := keygen.Serialize(&b, e); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = b.Bytes()
+	}
+	return out
+}
+
+// TestSearchByWordsAnswersAsTheWholeQueryDid: on the Debian keyrings and
+// on generated keys, every search by words finds the keys, in the order
+// and with the truncation, that the GIN query over every word found
+// before key_words: searches mixing common and rare words, single words,
+// words that match nothing, stop-word-like and one-letter words, mixed
+// case, non-ASCII letters (which PostgreSQL's C locale does not count as
+// letters) and numbers; both searches that start from a rare word and
+// searches whose words are all common (the GIN path).
+func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
+	rings, _ := filepath.Glob("/usr/share/keyrings/debian-*.gpg")
+	if !slices.Contains(rings, testkit.DebianKeyring) {
+		testkit.Missing(t, "%s missing", testkit.DebianKeyring)
+	}
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+
+	gen := filepath.Join(t.TempDir(), "generated.pgp")
+	if err := os.WriteFile(gen, bytes.Join(generatedKeys(t, 300), nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typical, err := keygen.TypicalKeys(200, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := filepath.Join(t.TempDir(), "typical.pgp")
+	if err := os.WriteFile(typ, bytes.Join(typical, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := bulk.Load(ctx, keys.NewService(s, keys.Options{}), 2, append(rings, gen, typ), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKeyWords(t, db, "the load", 1000)
+	t.Logf("stored %d keys", sum.Changes[keys.Inserted])
+
+	// The searches: hand-picked ones, then some made from stored user
+	// IDs, with their words mixed with the commonest words and with words
+	// of other user IDs, in random case.
+	searches := []string{
+		"debian", "org", "debian org", "DEBIAN.ORG", "gmail com", "debian gmail", "the", "and", "of", "a", "de", "van der",
+		"zzqqxxnothing", "debian zzqqxxnothing", "Müller", "müller", "MÜLLER", "josé", "JOSÉ", "ñ", "日本", "Ωmega", "straße",
+		"İstanbul", "ǅemal", "ﬁnn", "é", "1", "0", "2048", "42 debian", "generated", "generated user", "Generated User 17",
+		"generated user 17 alt", "generated 1 alt", "user17", "user17 alt", "example net", "example net user250", "alt 1",
+		"generated user 299 net example", "generated user 300",
+	}
+	rows, err := db.Query(ctx, "SELECT uid FROM user_ids ORDER BY key_ref, position")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, u)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(38, 1))
+	randomCase := func(w string) string {
+		var b strings.Builder
+		for _, r := range w {
+			if rnd.IntN(2) == 0 {
+				r = []rune(strings.ToUpper(string(r)))[0]
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	}
+	pick := func(ws []string, n int) []string {
+		out := slices.Clone(ws)
+		rnd.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		return out[:min(n, len(out))]
+	}
+	for range 80 {
+		ws := keys.SearchWords(uids[rnd.IntN(len(uids))])
+		other := keys.SearchWords(uids[rnd.IntN(len(uids))])
+		if len(ws) == 0 || len(other) == 0 {
+			continue
+		}
+		for _, q := range [][]string{
+			ws,
+			pick(ws, 2),
+			pick(ws, 1),
+			append(pick(ws, 1), "debian", "org"),
+			append(pick(ws, 1), "example", "generated", "user"),
+			append(pick(ws, 2), pick(other, 1)...),
+		} {
+			for i := range q {
+				q[i] = randomCase(q[i])
+			}
+			searches = append(searches, strings.Join(q, " "))
+		}
+	}
+
+	// How many keys the rarest word of a search has (capped): the search
+	// starts from it below 100 keys, else it takes the GIN index.
+	rarest := func(text string) int {
+		var n *int
+		err := db.QueryRow(ctx, `SELECT min((SELECT count(*) FROM (SELECT 1 FROM key_words x WHERE x.word = r.word LIMIT 100) c))
+			FROM unnest(tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))) AS r(word)`, text).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == nil {
+			return -1
+		}
+		return *n
+	}
+	var rare, common, none, found, truncated int
+	for _, search := range searches {
+		q, err := keys.ParseSearch(search)
+		if err != nil || len(q.Words) == 0 {
+			t.Fatalf("%q is not a search by words: %v", search, err)
+		}
+		text := strings.Join(q.Words, " ")
+		switch n := rarest(text); {
+		case n < 0:
+			none++
+		case n < 100:
+			rare++
+		default:
+			common++
+		}
+		for _, limit := range []int{100, 3} {
+			q.Limit = limit
+			got, more, err := s.FindKeys(ctx, q)
+			if err != nil {
+				t.Fatalf("%q: %v", search, err)
+			}
+			var want [][]byte
+			rows, err := db.Query(ctx, oldByWords, text, limit+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var fp []byte
+				if err := rows.Scan(&fp); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, fp)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			wantMore := len(want) > limit
+			if wantMore {
+				want = want[:limit]
+			}
+			var fps [][]byte
+			for _, k := range got {
+				fps = append(fps, k.Fingerprint)
+			}
+			if !slices.EqualFunc(fps, want, bytes.Equal) || more != wantMore {
+				t.Errorf("%q (limit %d): %d keys (more %v), want %d (more %v)", search, limit, len(fps), more, len(want), wantMore)
+			}
+			if limit == 100 && len(want) > 0 {
+				found++
+			}
+			if more {
+				truncated++
+			}
+		}
+	}
+	t.Logf("%d searches: %d from a rare word, %d of common words only, %d of no word; %d found keys, %d truncated", len(searches), rare, common, none, found, truncated)
+	if rare < 100 || common < 20 || found < 100 || found == len(searches) || truncated < 20 {
+		t.Errorf("the searches do not cover both paths, matches and misses, and truncation")
+	}
 }
