@@ -60,6 +60,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	// The store's statements are lookups and writes of a few rows, which
+	// PostgreSQL's JIT never speeds up; but it compiles a statement whose
+	// estimate passes jit_above_cost at every execution (~100 ms), and a
+	// table not yet analysed (after a bulk load) makes a one-key search
+	// by words estimate that much. A URL that sets jit keeps its choice.
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	writeCfg := cfg.Copy()
 	w := writeConns(cfg.MaxConns)
 	cfg.MaxConns -= w
