@@ -514,3 +514,45 @@ type VerifiedEmailReader interface {
 	// fingerprint fp (upper-case hex).
 	VerifiedEmails(ctx context.Context, fp string) ([]string, error)
 }
+
+// EmailVerification returns the email.verified record that stands for
+// email and the OpenPGP key (the latest verification, not withdrawn
+// since) and the artifact that opens its commitment to the address, so
+// that an answer by that address can carry its proof: whoever asks by
+// the address knows it, and the answer already says the key is verified
+// for it. ErrNotFound when none stands, or its artifacts are erased.
+func (s *Service) EmailVerification(ctx context.Context, key Factor, email string) (int64, Artifact, error) {
+	email = EmailFactor(email).Value
+	recs, err := s.store.KeyRecords(ctx, key)
+	if err != nil {
+		return 0, Artifact{}, fmt.Errorf("identity: email verification of %s: %w", key, err)
+	}
+	arts, err := s.store.KeyArtifacts(ctx, key)
+	if err != nil {
+		return 0, Artifact{}, fmt.Errorf("identity: email verification of %s: %w", key, err)
+	}
+	addr := map[int64]Artifact{}
+	for _, ra := range arts {
+		for _, a := range ra.Artifacts {
+			if a.Kind == ArtifactEmail {
+				addr[ra.Seq] = a
+			}
+		}
+	}
+	var seq int64
+	for _, e := range recs {
+		a, ok := addr[e.Seq]
+		if e.Method != MethodEmailVerified || !ok || EmailFactor(string(a.Value)).Value != email {
+			continue
+		}
+		if e.Purpose == PurposeRevoke {
+			seq = 0
+		} else {
+			seq = e.Seq
+		}
+	}
+	if seq == 0 {
+		return 0, Artifact{}, fmt.Errorf("identity: no verification of %s for %s: %w", email, key, ErrNotFound)
+	}
+	return seq, addr[seq], nil
+}
