@@ -13,6 +13,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/proof"
 )
 
 // mountDiscovery adds the VKS routes (and the mailed links' page) to mux,
@@ -27,15 +28,16 @@ func mountDiscovery(ctx context.Context, mux *http.ServeMux, cfg Config, st *pos
 	if err != nil {
 		return err
 	}
+	proofs := &proof.Source{Tree: st, Log: svc.Log, EmailVerification: svc.EmailVerification}
 	h, err := vks.NewHandler(st, ks, st, svc, vks.Options{PublicURL: cfg.publicURL(), Server: cfg.serverName(),
-		TokenKey: key, Mailer: mailer, RequestsPerMinute: cfg.MailRequestsPerMinute,
+		TokenKey: key, Mailer: mailer, RequestsPerMinute: cfg.MailRequestsPerMinute, Proofs: proofs,
 		UploadLimit: limits.uploads, EmailLookupLimit: limits.emailLookups, Logger: log.With("component", "vks")})
 	if err != nil {
 		return err
 	}
 	h.Register(mux)
 	if len(cfg.WKD.Domains) > 0 {
-		wkd.NewHandler(st, st, cfg.WKD.Domains, limits.emailLookups, log.With("component", "wkd")).Register(mux)
+		wkd.NewHandler(st, st, cfg.WKD.Domains, limits.emailLookups, log.With("component", "wkd")).WithProofs(proofs).Register(mux)
 	}
 	return nil
 }

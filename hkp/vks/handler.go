@@ -15,6 +15,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/mail"
 	"github.com/kith-keyserver/kith/identity/maillink"
+	"github.com/kith-keyserver/kith/identity/proof"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
 )
 
@@ -65,6 +66,9 @@ type Options struct {
 	// the wiring with the other routes that look up by email); nil: no
 	// limit.
 	EmailLookupLimit *ratelimit.Limiter
+	// Proofs, when set, proves by-email answers asked with ?proof=1
+	// (package identity/proof); nil: such requests are answered 404.
+	Proofs *proof.Source
 	// Logger gets the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now).

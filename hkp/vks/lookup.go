@@ -6,6 +6,7 @@ package vks
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/mail"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/proof"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -59,6 +61,7 @@ func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var found []*pgp.Key
+	var served []identity.Factor
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
 		ks, err := h.servable(r, keys.Query{Fingerprint: fp, Limit: 1})
@@ -67,8 +70,49 @@ func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		found = append(found, ks...)
+		if len(ks) > 0 {
+			served = append(served, f)
+		}
+	}
+	if r.URL.Query().Get("proof") == "1" {
+		h.serveProof(w, r, found, served, addr)
+		return
 	}
 	h.writeKeys(w, found, "No key found for email address "+addr)
+}
+
+// serveProof answers a by-email lookup asked with ?proof=1 with its
+// proof bundle (package identity/proof): the armored keys, and for each
+// the email.verified record that verifies addr for it, opened for addr.
+func (h *Handler) serveProof(w http.ResponseWriter, r *http.Request, found []*pgp.Key, served []identity.Factor, addr string) {
+	if h.opts.Proofs == nil {
+		textError(w, http.StatusNotFound, "this server has no transparency log to prove answers with")
+		return
+	}
+	if len(found) == 0 {
+		textError(w, http.StatusNotFound, "No key found for email address "+addr)
+		return
+	}
+	old, err := proof.ParseOld(r.URL.Query().Get("old"))
+	if err != nil {
+		textError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var body bytes.Buffer
+	if err := pgp.WriteArmored(&body, found...); err != nil {
+		h.fail(w, r, "armor", err)
+		return
+	}
+	b, err := h.opts.Proofs.ByAddress(r.Context(), body.Bytes(), "application/pgp-keys", true, served, addr, old)
+	if err != nil {
+		h.fail(w, r, "proof", err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Access-Control-Allow-Origin", "*")
+	json.NewEncoder(w).Encode(b)
 }
 
 // parseAddress reads a bare address, lower-cased.

@@ -18,6 +18,7 @@ import (
 	"crypto/sha1"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/proof"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -47,6 +49,7 @@ type Handler struct {
 	domains  []string
 	lookups  *ratelimit.Limiter
 	log      *slog.Logger
+	proofs   *proof.Source // nil: no proof bundles
 }
 
 // NewHandler returns a Handler for the lower-case mail domains. lookups
@@ -58,6 +61,15 @@ func NewHandler(finder keys.Finder, verified identity.VerifiedEmailReader, domai
 		log = slog.Default()
 	}
 	return &Handler{keys: finder, verified: verified, domains: slices.Clone(domains), lookups: lookups, log: log}
+}
+
+// WithProofs has the handler answer a key asked for with ?proof=1 (after
+// WKD's own l=) with its proof bundle (package identity/proof): the
+// binary answer, and for each key the email.verified record that
+// verifies the address for it, opened for the address. It returns h.
+func (h *Handler) WithProofs(src *proof.Source) *Handler {
+	h.proofs = src
+	return h
 }
 
 // Register adds the WKD routes to mux.
@@ -133,6 +145,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 	// refuses a whole answer that holds one).
 	var found [][]byte
 	var versions []int
+	var factors []identity.Factor
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
 		stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
@@ -151,16 +164,23 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 			}
 			found = append(found, k.WithUserIDs(func(e string) bool { return e == addr }).Bytes())
 			versions = append(versions, sk.Version)
+			factors = append(factors, f)
 		}
 	}
 	var out bytes.Buffer
+	var served []identity.Factor
 	for i, send := range pgp.ForLegacyClients(versions) {
 		if send {
 			out.Write(found[i])
+			served = append(served, factors[i])
 		}
 	}
 	if out.Len() == 0 {
 		notFound(w)
+		return
+	}
+	if r.URL.Query().Get("proof") == "1" {
+		h.serveProof(w, r, out.Bytes(), served, addr)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -183,4 +203,28 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusInternalServerError)
 	w.Write([]byte("internal error\n"))
+}
+
+// serveProof answers a key asked for with ?proof=1 with its proof bundle.
+func (h *Handler) serveProof(w http.ResponseWriter, r *http.Request, body []byte, served []identity.Factor, addr string) {
+	if h.proofs == nil {
+		notFound(w)
+		return
+	}
+	old, err := proof.ParseOld(r.URL.Query().Get("old"))
+	if err != nil {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(err.Error() + "\n"))
+		return
+	}
+	b, err := h.proofs.ByAddress(r.Context(), body, "application/octet-stream", false, served, addr, old)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Cache-Control", "no-cache")
+	json.NewEncoder(w).Encode(b)
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	xtlog "golang.org/x/mod/sumdb/tlog"
@@ -60,7 +61,11 @@ func (c *Client) ProofBundle(ctx context.Context, path string, last *tlog.Checkp
 	if last != nil {
 		q.Set("old", fmt.Sprint(last.Size))
 	}
-	status, b, err := c.do(ctx, "GET", path+"?"+q.Encode(), "", nil, maxDocBody)
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	status, b, err := c.do(ctx, "GET", path+sep+q.Encode(), "", nil, maxDocBody)
 	if err != nil || status != 200 {
 		return status, nil, err
 	}
@@ -71,7 +76,8 @@ func (c *Client) ProofBundle(ctx context.Context, path string, last *tlog.Checkp
 	return status, &pb, nil
 }
 
-// CheckBundle checks b, the bundle of an answer about handle h: its
+// CheckBundle checks b, the bundle of an answer about handle h (or, for
+// a key served by address, that address, h then unused): its
 // checkpoint opens with open, is consistent with last (when not nil) by
 // the bundle's consistency proof, and every record re-verifies, is
 // included in the checkpoint by its tlog-proof, and, with the others
@@ -118,7 +124,12 @@ func CheckBundle(b *api.ProofBundle, h identity.Handle, open OpenCheckpoint, las
 			pending[seq] = true
 			continue
 		}
-		if err := verify.Record(e); err != nil {
+		if err := e.Reveal(pr.Artifacts); err != nil {
+			return nil, bad("record %d: %v", seq, err)
+		}
+		if err := verify.Record(e); err != nil && !(e.Method == identity.MethodEmailVerified && errors.Is(err, verify.ErrWithheld)) {
+			// A mail verification is the server's attestation: nothing in
+			// it is signed, and its statement stays committed.
 			return nil, bad("record %d does not verify: %v", seq, err)
 		}
 		p, err := tlog.ParseProof([]byte(pr.Proof))
@@ -155,10 +166,30 @@ func CheckBundle(b *api.ProofBundle, h identity.Handle, open OpenCheckpoint, las
 			out.Pending[f.String()] = true
 			continue
 		}
+		if k.Address != "" {
+			if !verifiedFor(f, identity.EmailFactor(k.Address), recs, now) {
+				return nil, bad("%s: no record in the bundle verifies %s for it", f, k.Address)
+			}
+			out.Proven[f.String()] = true
+			continue
+		}
 		if err := verify.Justifies(h, f, recs, now); err != nil {
 			return nil, bad("%s: its records do not link it to %s: %v", f, h, err)
 		}
 		out.Proven[f.String()] = true
 	}
 	return out, nil
+}
+
+// verifiedFor reports whether one of recs is a mail verification (not a
+// withdrawal, not expired) of the address email for the OpenPGP key f,
+// its commitment opened to email.
+func verifiedFor(f, email identity.Factor, recs []*identity.Evidence, now time.Time) bool {
+	for _, e := range recs {
+		if e.Method == identity.MethodEmailVerified && e.Purpose == "" && e.From.Same(f) && e.To.Same(email) &&
+			(e.Expires.IsZero() || e.Expires.After(now)) {
+			return true
+		}
+	}
+	return false
 }

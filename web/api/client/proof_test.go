@@ -17,7 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kith-keyserver/kith/hkp/vks"
+	"github.com/kith-keyserver/kith/hkp/wkd"
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/mail"
+	"github.com/kith-keyserver/kith/identity/mail/mailtest"
+	"github.com/kith-keyserver/kith/identity/proof"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/tlog/policy"
 	"github.com/kith-keyserver/kith/web/api"
@@ -321,5 +326,80 @@ func TestAuthorizedKeysWithLogPolicyNeedsTheQuorum(t *testing.T) {
 	out, log, err = keysAt(t, srv.url, opts)
 	if err != nil || !strings.Contains(out, k.Pub) {
 		t.Fatalf("a cosigned checkpoint: %v %q\n%s", err, out, log)
+	}
+}
+
+// TestAddressBundlesProveVerifiedKeys: VKS by-email and WKD answer
+// ?proof=1 for a verified address with the email.verified record, its
+// commitment opened to the address; the bundle holds, and does not for
+// another address, a forged opening or a key the record does not verify.
+func TestAddressBundlesProveVerifiedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newServer(t)
+	src := &proof.Source{Tree: srv.store, Log: srv.svc.Log, EmailVerification: srv.svc.EmailVerification}
+	smtp := mailtest.Start(t, mailtest.Options{})
+	vh, err := vks.NewHandler(srv.store, srv.keys, srv.store, srv.svc, vks.Options{PublicURL: srv.url, Server: "Kith test",
+		TokenKey: bytes.Repeat([]byte{3}, 32), Mailer: &mail.SMTP{Address: smtp.Addr, From: "kith@example.org"}, Proofs: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vh.Register(srv.mux)
+	wkd.NewHandler(srv.store, srv.store, []string{"example.org"}, nil, slog.New(slog.DiscardHandler)).WithProofs(src).Register(srv.mux)
+
+	u := newUser(t)
+	c := srv.client()
+	alice := u.pgpKey("Alice <alice@example.org>")
+	if err := c.UploadKey(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	key := identity.Factor{Kind: identity.KindPGP, Value: alice.ID}
+	var token string
+	err = srv.svc.RequestEmail(ctx, identity.EmailRequest{Action: identity.EmailVerify, Key: key,
+		Email: identity.EmailFactor("alice@example.org"),
+		Send:  func(_ context.Context, tok string) error { token = tok; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.svc.ConfirmEmail(ctx, key, token); err != nil {
+		t.Fatal(err)
+	}
+	srv.integrate()
+	vkey := srv.log.Key().VerifierKey()
+	open := func(signed []byte) (tlog.Checkpoint, error) { return tlog.OpenCheckpoint(signed, vkey) }
+	now := time.Now()
+	for _, path := range []string{"/vks/v1/by-email/alice@example.org",
+		"/.well-known/openpgpkey/example.org/hu/" + wkd.Hash("alice") + "?l=alice"} {
+		fetch := func() *api.ProofBundle {
+			t.Helper()
+			status, b, err := c.ProofBundle(ctx, path, nil)
+			if err != nil || status != http.StatusOK {
+				t.Fatalf("%s: %d %v", path, status, err)
+			}
+			return b
+		}
+		b := fetch()
+		checked, err := client.CheckBundle(b, "", open, nil, now)
+		if err != nil || !checked.Proven["pgp "+alice.ID] {
+			t.Fatalf("%s: %v %v", path, err, checked)
+		}
+		if b.Answer == "" && len(b.AnswerBase64) == 0 {
+			t.Fatalf("%s: a bundle without its answer", path)
+		}
+		b = fetch()
+		b.Keys[0].Address = "mallory@example.org"
+		if _, err := client.CheckBundle(b, "", open, nil, now); !errors.Is(err, client.ErrBadProof) {
+			t.Errorf("%s: another address: %v", path, err)
+		}
+		b = fetch()
+		b.Records[0].Artifacts[0].Value = []byte("mallory@example.org")
+		if _, err := client.CheckBundle(b, "", open, nil, now); !errors.Is(err, client.ErrBadProof) {
+			t.Errorf("%s: a forged opening: %v", path, err)
+		}
+		b = fetch()
+		b.Keys[0].Value = strings.Repeat("A", 40)
+		if _, err := client.CheckBundle(b, "", open, nil, now); !errors.Is(err, client.ErrBadProof) {
+			t.Errorf("%s: another key: %v", path, err)
+		}
 	}
 }
