@@ -83,6 +83,9 @@ func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	// User IDs keep their angle brackets: the answer is JSON, never HTML
+	// (nosniff).
+	enc.SetEscapeHTML(false)
 	enc.Encode(out)
 }
 
