@@ -246,6 +246,10 @@ func Assess(h Handle, records []Evidence, now time.Time) *Assessment {
 			to := get(e.To)
 			to.records = append(to.records, e.Seq)
 			to.proven, to.authz, to.possession, to.revoked, to.revokedSince = 0, 0, 0, e.Seq, true
+		case e.Handle == h && e.Method == MethodHostRelease:
+			s := get(e.From)
+			s.records = append(s.records, e.Seq)
+			s.proven, s.authz, s.possession, s.revoked, s.revokedSince = 0, 0, 0, e.Seq, true
 		case e.Handle == "" && e.Method.KeyCarried():
 			to := get(e.To)
 			to.records = append(to.records, e.Seq)

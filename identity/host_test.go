@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
+	"github.com/kith-keyserver/kith/identity/verify"
 )
 
 func TestParseHostNameAcceptsOnlyDNSNames(t *testing.T) {
@@ -255,5 +256,72 @@ func TestHostIdentity(t *testing.T) {
 		if _, err := e.hostKeys(bad); identity.CodeOf(err) != identity.CodeUnknownIdentity {
 			t.Errorf("LookupHost(%q): %v, want unknown_identity", bad, err)
 		}
+	}
+}
+
+// TestReleaseHostFreesASquattedName: a squatter claims a listed host name
+// with a key of their own, before the host; the operator releases it.
+// The squatter's key is no longer served, nor proven (so no certificate),
+// and the name may be claimed again; the real host claims it, and the
+// squatter, racing after, finds it taken. The squatter cannot release it
+// again by re-claiming with the released key while the host holds it,
+// and a second release of a released host writes nothing.
+func TestReleaseHostFreesASquattedName(t *testing.T) {
+	e := newHostEnv(t, "*.lab.example.org")
+	squatter, hostKey := sshKey("squatter"), sshKey("the real host key")
+	const name, h = "db.lab.example.org", "host:db.lab.example.org"
+	e.claim(h, squatter)
+	if err := e.claimErr(h, hostKey); identity.CodeOf(err) != identity.CodeHandleTaken {
+		t.Fatalf("before the release: %v, want handle_taken", err)
+	}
+	if _, err := e.svc.ReleaseHost(e.ctx, "nope..example"); identity.CodeOf(err) != identity.CodeBadHandle {
+		t.Errorf("release of no host name: %v", err)
+	}
+	if _, err := e.svc.ReleaseHost(e.ctx, "other.lab.example.org"); identity.CodeOf(err) != identity.CodeUnknownIdentity {
+		t.Errorf("release of an unknown host: %v", err)
+	}
+	before := len(e.log())
+	released, err := e.svc.ReleaseHost(e.ctx, "DB.lab.example.org.")
+	if err != nil || len(released) != 1 || !released[0].Same(squatter) {
+		t.Fatalf("release: %v, %v", released, err)
+	}
+	recs := e.log()
+	if len(recs) != before+1 || recs[len(recs)-1].Method != identity.MethodHostRelease || recs[len(recs)-1].Handle != h {
+		t.Fatalf("the release wrote %+v", recs[before:])
+	}
+	if keys, err := e.hostKeys(name); err != nil || len(keys) != 0 {
+		t.Fatalf("after the release: serves %v, %v", keys, err)
+	}
+	if again, err := e.svc.ReleaseHost(e.ctx, name); err != nil || len(again) != 0 || len(e.log()) != before+1 {
+		t.Errorf("a second release: %v, %v, %d records", again, err, len(e.log())-before)
+	}
+
+	// The real host claims the name; the squatter, after, cannot.
+	e.claim(h, hostKey)
+	if keys, err := e.hostKeys(name); err != nil || len(keys) != 1 || !keys[0].Same(hostKey) {
+		t.Fatalf("after the host's claim: serves %v, %v", keys, err)
+	}
+	if err := e.claimErr(h, squatter); identity.CodeOf(err) != identity.CodeHandleTaken {
+		t.Errorf("the squatter's claim after the host's: %v, want handle_taken", err)
+	}
+	// The name is the host's again: a release of another host's name
+	// does not free it, and its own stays held.
+	if _, err := e.svc.IssueChallenge(e.ctx, identity.PurposeClaim, h, squatter); identity.CodeOf(err) != identity.CodeHandleTaken {
+		t.Errorf("a claim challenge for the held name: %v", err)
+	}
+	// The release record verifies offline (this test's other records are
+	// signed by stand-in keys verify cannot check).
+	for _, r := range e.log() {
+		if r.Method != identity.MethodHostRelease {
+			continue
+		}
+		if err := verify.Record(&r); err != nil {
+			t.Errorf("record %d (%s): %v", r.Seq, r.Method, err)
+		}
+	}
+	forged := recs[len(recs)-1]
+	forged.Statement = identity.HostReleaseStatement(server, identity.Handle(h), hostKey, forged.Created)
+	if err := verify.Record(&forged); err == nil {
+		t.Error("a release record whose statement names another key verifies")
 	}
 }

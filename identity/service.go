@@ -284,9 +284,9 @@ func (s *Service) IssueChallenge(ctx context.Context, purpose Purpose, handle st
 	if purpose == PurposeCertificate && f.Kind != KindSSH {
 		return nil, Refuse(CodeUnsupported, "only an SSH key gets an SSH certificate, not %s", f)
 	}
-	_, _, err = s.store.IdentityRecords(ctx, h)
+	_, recs, err := s.store.IdentityRecords(ctx, h)
 	switch {
-	case err == nil && purpose == PurposeClaim:
+	case err == nil && purpose == PurposeClaim && !hostReleased(h, recs, s.now()):
 		return nil, Refuse(CodeHandleTaken, "handle %q is taken", h)
 	case errors.Is(err, ErrNotFound) && purpose != PurposeClaim:
 		return nil, Refuse(CodeUnknownIdentity, "no identity has handle %q", h)
@@ -567,13 +567,20 @@ func (s *Service) Claim(ctx context.Context, req ClaimRequest) (Identity, error)
 }
 
 // create creates the identity h in tx, for its first factor f, which no
-// other identity may have proven.
+// other identity may have proven; for a released host name, it returns
+// the host's identity (ReleaseHost).
 func (s *Service) create(ctx context.Context, tx Tx, h Handle, f Factor, now time.Time) (Identity, error) {
 	if err := s.checkFree(ctx, tx, h, f); err != nil {
 		return Identity{}, err
 	}
 	id, err := tx.CreateIdentity(ctx, h, now)
 	if errors.Is(err, ErrHandleTaken) {
+		// A host name the operator released is claimed again as the
+		// same identity: its records stay, the new key's claim after
+		// the releases.
+		if old, recs, rerr := tx.IdentityRecords(ctx, h); rerr == nil && hostReleased(h, recs, now) {
+			return old, nil
+		}
 		return Identity{}, Refuse(CodeHandleTaken, "handle %q is taken", h)
 	}
 	return id, err

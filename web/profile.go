@@ -146,6 +146,8 @@ func methodWords(m identity.Method) string {
 		return "an SSH certificate was issued for the key"
 	case identity.MethodSSHCAKey:
 		return "the server's SSH certificate authority key"
+	case identity.MethodHostRelease:
+		return "released by the server's operator (the host name may be claimed again)"
 	}
 	return string(m)
 }

@@ -18,7 +18,8 @@ import (
 // @cert-authority line (kith ssh-ca-key --known-hosts) connects. A host
 // key without a certificate is refused, so the line is what lets ssh in.
 // Once the host key's link is revoked and the KRL refreshed (kith krl,
-// ssh's RevokedHostKeys), ssh refuses the certificate.
+// ssh's RevokedHostKeys), ssh refuses the certificate. A host whose keys
+// are lost gets its name back through kith host release.
 func TestHostCertificateWithRealSSH(t *testing.T) {
 	requireSSHDAsRoot(t)
 	me, err := user.Current()
@@ -117,6 +118,29 @@ func TestHostCertificateWithRealSSH(t *testing.T) {
 	rotated := startSSHD(t, newHostKey.path, "HostCertificate "+newHostKey.path+"-cert.pub", "AuthorizedKeysFile "+authorized)
 	if ok, out := connect(rotated.port); !ok {
 		t.Fatalf("the new host key's certificate:\n%s", out)
+	}
+
+	// The host is reinstalled and its keys are lost: no old key can
+	// co-sign the new one, and the name is held. The operator releases
+	// it: the lost key's certificate is revoked with its link, and the
+	// reinstalled host claims the name and gets a certificate again.
+	reinstalled := newSSHKeyPair(t, keys, "ssh_host_reinstalled_ed25519_key")
+	if _, errOut, err := kithCmd("id", "claim", "host:"+name, "--ssh-key", reinstalled.path, "--server", a.srv.URL); err == nil || !strings.Contains(err.Error()+errOut, "handle_taken") {
+		t.Fatalf("a claim of the held name: %v\n%s", err, errOut)
+	}
+	out = mustKith("host", "release", name, "--reason", "reinstalled, keys lost", "--database-url", a.dbURL)
+	if !strings.Contains(out, "may be claimed again") {
+		t.Fatalf("kith host release said:\n%s", out)
+	}
+	refreshKRL()
+	if ok, out := connect(rotated.port); ok || !strings.Contains(out, "Host key verification failed") {
+		t.Fatalf("the released key's certificate: connected %v:\n%s", ok, out)
+	}
+	mustKith("id", "claim", "host:"+name, "--ssh-key", reinstalled.path, "--server", a.srv.URL)
+	mustKith("ssh-cert", "host:"+name, "--ssh-key", reinstalled.path, "--server", a.srv.URL)
+	back := startSSHD(t, reinstalled.path, "HostCertificate "+reinstalled.path+"-cert.pub", "AuthorizedKeysFile "+authorized)
+	if ok, out := connect(back.port); !ok {
+		t.Fatalf("the reinstalled host's certificate:\n%s", out)
 	}
 	a.integrate()
 	mustKith("verify-log", "--server", a.srv.URL)

@@ -65,6 +65,7 @@ func commands() []command {
 		{"monitor", "follow the transparency log and report new records touching your handles, addresses and keys", runMonitor},
 		{"witness-key", "print this server's witness (cosignature) verifier key", runWitnessKey},
 		{"block", "add, remove and list blocked keys, user IDs and certifications (every node honours them)", runBlock},
+		{"host", "release a host name held by a squatter's key or by keys the host lost (logged)", runHost},
 		{"id", "claim a handle and link or revoke keys at a Kith server, signing with ssh-keygen or gpg", runID},
 		{"ssh-cert", "get an SSH user certificate for a key proven for a handle; writes KEY-cert.pub", runSSHCert},
 		{"ssh-ca-key", "print a Kith server's SSH user CA key (for sshd's TrustedUserCAKeys)", runSSHCAKey},

@@ -66,6 +66,27 @@ func checkFor(e *identity.Evidence) func(*identity.Evidence) error {
 		return certificateRecord
 	case identity.MethodOIDCDeviceApproval:
 		return deviceApprovalRecord
+	case identity.MethodHostRelease:
+		return hostReleaseRecord
+	}
+	return nil
+}
+
+// hostReleaseRecord checks a host.release record's form: one SSH key of a
+// host identity, and the statement that says so, stamped with the
+// record's own time. That the operator released the name is the
+// operator's word; what the log guarantees is that everyone sees it.
+func hostReleaseRecord(e *identity.Evidence) error {
+	if _, ok := e.Handle.Host(); !ok || e.From.Kind != identity.KindSSH || !e.To.IsZero() || e.Purpose != "" || len(e.Signature) != 0 {
+		return fmt.Errorf("a %s record must release one SSH key of a host identity, unsigned", e.Method)
+	}
+	rest, ok := bytes.CutPrefix(e.Statement, []byte(identity.HostReleaseStatementTitle+"\n\nserver: "))
+	server, _, found := bytes.Cut(rest, []byte("\n"))
+	if !ok || !found {
+		return fmt.Errorf("the statement is not a host release")
+	}
+	if want := identity.HostReleaseStatement(string(server), e.Handle, e.From, e.Created); !bytes.Equal(e.Statement, want) {
+		return fmt.Errorf("the statement does not release %s from %s at the record's time", e.From, e.Handle)
 	}
 	return nil
 }

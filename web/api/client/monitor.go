@@ -254,7 +254,7 @@ func eventKind(e *identity.Evidence) string {
 	switch {
 	case e.Method == identity.MethodRevocation && (e.Purpose == identity.PurposeDelete || e.Purpose == identity.PurposeDeleteKey):
 		return "deletion"
-	case e.Method == identity.MethodRevocation:
+	case e.Method == identity.MethodRevocation, e.Method == identity.MethodHostRelease:
 		return "revocation"
 	case e.Method == identity.MethodSSHCertificate:
 		return "certificate"
