@@ -96,7 +96,8 @@ func NewSubmitter(p *policy.Policy, opts SubmitterOptions) (*Submitter, error) {
 		metrics: newMetrics(opts.Registerer, p), known: map[int]int64{}}, nil
 }
 
-// Witness asks every witness to cosign signed, the log's checkpoint c,
+// Witness asks every witness (with a URL, and whose cosignature signed
+// lacks) to cosign signed, the log's checkpoint c,
 // whose previous checkpoint covered prev entries; prove returns the
 // consistency proof from an older size to c. It returns signed with the
 // valid cosignatures that arrived within the timeout merged in; never an
@@ -110,8 +111,11 @@ func (s *Submitter) Witness(ctx context.Context, signed []byte, c tlog.Checkpoin
 	}
 	results := make(chan result)
 	n := 0
+	// A witness whose cosignature signed carries already (submitted
+	// again after a round that missed others) is not asked twice.
+	have := s.policy.Cosigners(signed)
 	for i, w := range s.policy.Witnesses {
-		if w.URL == "" {
+		if w.URL == "" || have[i] {
 			continue
 		}
 		n++
