@@ -90,7 +90,7 @@ func TestLoadTable(t *testing.T) {
 	stored, uploads := raw[:n], raw[n:]
 	fps := make([]string, n)
 	names := map[string]bool{}
-	var words []string
+	var words, mixed []string
 	for i, b := range stored {
 		k, err := pgp.ParseKey(b)
 		if err != nil {
@@ -107,8 +107,16 @@ func TestLoadTable(t *testing.T) {
 				names[name] = true
 				words = append(words, strings.ReplaceAll(strings.ToLower(name), " ", "+"))
 			}
+			// A search mixing common and rare words, as issue 38's
+			// "Generated User 29330": the last name (a twentieth of the
+			// keys), "example" (every user ID) and the rare userN of
+			// the address userN.0@domain.
+			last := name[strings.LastIndexByte(name, ' ')+1:]
+			local, _, _ := strings.Cut(d.UserIDs[0].Email, ".")
+			mixed = append(mixed, url.QueryEscape(last+" example "+local))
 		}
 	}
+	mixed = mixed[:min(len(mixed), 2*maxColdSlice)]
 	dir := tableDir(t)
 	dump := filepath.Join(dir, "keys.pgp")
 	if err := os.WriteFile(dump, bytes.Join(stored, nil), 0o644); err != nil {
@@ -181,6 +189,12 @@ func TestLoadTable(t *testing.T) {
 				}
 				return summary(load(ctx, runConfig{urls: us, clients: 1, duration: d, once: true}))
 			}},
+			{"op=index by common and rare words (\"last+example+userN\"), 32 clients, cold", func(ctx context.Context, s tableServer) string {
+				return summary(load(ctx, runConfig{urls: indexURLs(s, mixed[:len(mixed)/2]), clients: 32, duration: d, once: true}))
+			}},
+			{"op=index by common and rare words (\"last+example+userN\"), 1 client, cold", func(ctx context.Context, s tableServer) string {
+				return summary(load(ctx, runConfig{urls: indexURLs(s, mixed[len(mixed)/2:]), clients: 1, duration: d, once: true}))
+			}},
 			{"op=get, the same 2,000 keys repeated, 32 clients (warm)", func(ctx context.Context, s tableServer) string {
 				return summary(load(ctx, runConfig{urls: gets(s, n-warmKeys, n), clients: 32, duration: d, warmup: 30 * time.Second}))
 			}},
@@ -212,6 +226,16 @@ func TestLoadTable(t *testing.T) {
 		t.Log(table.String())
 		running.stop()
 	}
+}
+
+// indexURLs are s's machine-readable index lookups of searches (each
+// already escaped for a URL).
+func indexURLs(s tableServer, searches []string) []string {
+	us := make([]string, len(searches))
+	for i, q := range searches {
+		us[i] = s.base + "/pks/lookup?op=index&options=mr&search=" + q
+	}
+	return us
 }
 
 // beside runs a and b at once; b is stopped when a ends.
