@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/mail"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/proof"
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -104,6 +106,10 @@ func (h *Handler) serveProof(w http.ResponseWriter, r *http.Request, found []*pg
 		return
 	}
 	b, err := h.opts.Proofs.ByAddress(r.Context(), body.Bytes(), "application/pgp-keys", true, served, addr, old)
+	if errors.Is(err, tlog.ErrNoCheckpoint) {
+		textError(w, http.StatusServiceUnavailable, "no checkpoint signed yet")
+		return
+	}
 	if err != nil {
 		h.fail(w, r, "proof", err)
 		return

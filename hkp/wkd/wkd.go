@@ -19,6 +19,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/proof"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
+	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/pgp"
 )
 
@@ -219,6 +221,12 @@ func (h *Handler) serveProof(w http.ResponseWriter, r *http.Request, body []byte
 		return
 	}
 	b, err := h.proofs.ByAddress(r.Context(), body, "application/octet-stream", false, served, addr, old)
+	if errors.Is(err, tlog.ErrNoCheckpoint) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("no checkpoint signed yet\n"))
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return

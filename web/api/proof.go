@@ -9,11 +9,13 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/proof"
+	"github.com/kith-keyserver/kith/identity/tlog"
 )
 
 // ProofBundle is the answer of a lookup asked with ?proof=1.
@@ -53,6 +55,13 @@ func (h *Handler) serveProof(w http.ResponseWriter, r *http.Request, c cached, a
 	}
 	text := !strings.HasPrefix(c.ctype, "application/octet-stream")
 	b, err := proof.Build(r.Context(), h.tree, h.svc.Log, c.body, c.ctype, text, keys, old)
+	if errors.Is(err, tlog.ErrNoCheckpoint) {
+		// A new log, before its first checkpoint (seconds): nothing to
+		// prove against yet.
+		w.Header().Set("Retry-After", "2")
+		http.Error(w, "no checkpoint signed yet", http.StatusServiceUnavailable)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -403,3 +403,26 @@ func TestAddressBundlesProveVerifiedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestProofBeforeTheFirstCheckpoint: a new log's lookups answer
+// ?proof=1 with 503 until the first checkpoint, which authorized-keys
+// treats as a server not yet available: no key printed.
+func TestProofBeforeTheFirstCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newServer(t)
+	u := newUser(t)
+	k := u.sshKey("", "alice")
+	if _, err := srv.client().Claim(ctx, "alice", k); err != nil {
+		t.Fatal(err)
+	}
+	status, _, err := srv.client().ProofBundle(ctx, "/users/alice.keys", nil)
+	if err != nil || status != http.StatusServiceUnavailable {
+		t.Fatalf("before the first checkpoint: %d %v", status, err)
+	}
+	out, log, err := keysAt(t, srv.url, client.KeysOptions{CacheDir: filepath.Join(t.TempDir(), "cache"), MaxAge: time.Hour,
+		LogKey: srv.log.Key().VerifierKey()})
+	if !errors.Is(err, client.ErrNoKeys) || out != "" {
+		t.Fatalf("authorized-keys before the first checkpoint: %v %q\n%s", err, out, log)
+	}
+}
