@@ -132,7 +132,13 @@ func (s *Submitter) Witness(ctx context.Context, signed []byte, c tlog.Checkpoin
 	for range n {
 		r := <-results
 		if r.lines != nil {
+			// Each answer holds a valid cosignature (addCheckpoint checked
+			// it); each ends its last line, so that no two answers run
+			// into one line.
 			extra = append(extra, r.lines...)
+			if !bytes.HasSuffix(extra, []byte("\n")) {
+				extra = append(extra, '\n')
+			}
 			verifiers = append(verifiers, s.policy.Witnesses[r.i].Verifier)
 		}
 	}
@@ -278,6 +284,14 @@ func (s *Submitter) addCheckpoint(ctx context.Context, w policy.Witness, signed 
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
+		// A 200 counts only with a valid cosignature by this witness: a
+		// malformed answer would otherwise spoil the merge of every other
+		// witness's cosignature with it.
+		merged, err := tlog.MergeSignatures(signed, answer, w.Verifier)
+		if _, ok := w.Verifier.CosignedAt(merged); err != nil || !ok {
+			s.metrics.request(w.Name, "bad_answer")
+			return nil, fmt.Errorf("200 without a valid cosignature by the witness's key: %q", clipAnswer(answer))
+		}
 		s.metrics.request(w.Name, "cosigned")
 		return answer, nil
 	case http.StatusConflict:
@@ -303,6 +317,14 @@ func (s *Submitter) addCheckpoint(ctx context.Context, w policy.Witness, signed 
 	}
 }
 
+// clipAnswer is the start of a witness's answer, for an error.
+func clipAnswer(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
+}
+
 // metrics holds the Submitter's collectors; a nil *metrics records
 // nothing.
 type metrics struct {
@@ -319,7 +341,7 @@ func newMetrics(reg prometheus.Registerer, p *policy.Policy) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kith_log_witness_requests_total",
-			Help: "add-checkpoint requests to each witness by outcome (cosigned, conflict, unknown_log, forbidden, inconsistent, ahead, unreachable, error).",
+			Help: "add-checkpoint requests to each witness by outcome (cosigned, conflict, unknown_log, forbidden, inconsistent, ahead, unreachable, error, bad_answer: a 200 without a valid cosignature).",
 		}, []string{"witness", "outcome"}),
 		size: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kith_log_witness_cosigned_size",

@@ -303,3 +303,34 @@ func TestSubmitterFailsOpen(t *testing.T) {
 		t.Fatal("Retry should say yes once, then wait")
 	}
 }
+
+// TestSubmitterKeepsCosignaturesBesideABadAnswer: a witness that answers
+// 200 with a body that is no cosignature (a proxy's page, a bug) loses
+// only its own cosignature; the others' are merged as if it were down.
+func TestSubmitterKeepsCosignaturesBesideABadAnswer(t *testing.T) {
+	l := newLog(t, 1, entries("e", 4)...)
+	url, lp := newWitness(t, l.key)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "<html>OK</html>\n")
+	}))
+	t.Cleanup(bad.Close)
+	s1, _ := tlog.NewCosigner("w.example/bad", seed(11))
+	// The bad witness comes first in the policy and answers at once.
+	p, err := policy.Parse([]byte(fmt.Sprintf("log %s\nwitness bad %s %s\nwitness w %s %s\nquorum w\n",
+		l.key.VerifierKey(), s1.VerifierKey(), bad.URL, lp.Witnesses[0].VerifierKey, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := witness.NewSubmitter(p, witness.SubmitterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, signed := l.checkpoint(4)
+	got := sub.Witness(context.Background(), signed, c, 0, l.prove(4))
+	if cosigned := p.Cosigners(got); cosigned[0] || !cosigned[1] {
+		t.Fatalf("cosigners %v, want only w:\n%s", cosigned, got)
+	}
+	if _, err := p.Verify(got); err != nil {
+		t.Fatalf("quorum of w: %v", err)
+	}
+}
