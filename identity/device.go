@@ -53,15 +53,15 @@ type ClaimPrincipal struct {
 }
 
 // claimName is what a claim's name may be.
-var claimName = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
+var claimName = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,64}$`)
 
 // Check checks a claim principal's form: a claim name of letters,
-// digits and _ . : / -, a value of one line, a principal as certificates
+// digits and _ . / -, a value of one line, a principal as certificates
 // carry them.
 func (c ClaimPrincipal) Check() error {
 	switch {
 	case !claimName.MatchString(c.Claim):
-		return fmt.Errorf("claim %q: a claim name is 1 to 64 letters, digits, _ . : / or -", c.Claim)
+		return fmt.Errorf("claim %q: a claim name is 1 to 64 letters, digits, _ . / or -", c.Claim)
 	case c.Value == "" || strings.ContainsAny(c.Value, "\r\n") || len(c.Value) > 256:
 		return fmt.Errorf("claim %s: value %q must be one non-empty line of at most 256 bytes", c.Claim, c.Value)
 	case !ValidPrincipal(c.Principal):

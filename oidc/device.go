@@ -124,8 +124,9 @@ type tokenAnswer struct {
 // maxAnswer bounds a provider's answer.
 const maxAnswer = 1 << 20
 
-// StartDevice asks the provider for a device code with the scopes
-// (openid is added when missing) and seals it with binding, which
+// StartDevice asks the provider for a device code with the scopes (nil:
+// the provider's configured scopes; openid is added when missing) and
+// seals it with binding, which
 // PollDevice must be given again. The client is authenticated with its
 // secret, as HTTP Basic and in the form too: Dex reads the secret from
 // the form, to redeem the approval for the client later.
@@ -139,6 +140,9 @@ func (p *Provider) StartDevice(ctx context.Context, scopes []string, binding []b
 	}
 	if d.oauth.Endpoint.DeviceAuthURL == "" {
 		return nil, fmt.Errorf("oidc: %s: %w", p.cfg.Name, ErrNoDeviceGrant)
+	}
+	if scopes == nil {
+		scopes = p.scopes
 	}
 	if !slices.Contains(scopes, "openid") {
 		scopes = append([]string{"openid"}, scopes...)

@@ -144,6 +144,8 @@ func methodWords(m identity.Method) string {
 		return "revoked"
 	case identity.MethodSSHCertificate:
 		return "an SSH certificate was issued for the key"
+	case identity.MethodOIDCDeviceApproval:
+		return "a login on another device approved a certificate for the key (ID token kept)"
 	case identity.MethodSSHCAKey:
 		return "the server's SSH certificate authority key"
 	case identity.MethodHostRelease:

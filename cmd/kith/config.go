@@ -165,6 +165,10 @@ type SSHCAConfig struct {
 	// PrincipalsFile lists extra principals per identity: lines of
 	// "handle principal...", # comments.
 	PrincipalsFile string `toml:"principals_file"`
+	// ClaimPrincipals grant principals from the claims of the device
+	// login approving a certificate: entries "principal=claim:value"
+	// (e.g. "ops=groups:admins").
+	ClaimPrincipals []string `toml:"claim_principals"`
 	// CriticalOptions ("force-command=CMD", "source-address=CIDR,...",
 	// "verify-required") and Extensions ("permit-pty", ...) go into every
 	// certificate.
@@ -400,6 +404,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"ssh_ca.max_validity", "the longest validity (a `duration`, at most 168h) a request may ask for", func(c *Config) flag.Value { return (*settings.DurationValue)(&c.SSHCA.MaxValidity) }},
 		{"ssh_ca.certificates_per_hour", "certificates one identity may get an hour (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.SSHCA.CertificatesPerHour) }},
 		{"ssh_ca.principals_file", "`file` of extra principals per identity: lines of \"handle principal...\"", func(c *Config) flag.Value { return (*settings.StringValue)(&c.SSHCA.PrincipalsFile) }},
+		{"ssh_ca.claim_principals", "principals granted by a claim of the device login approving a certificate (comma-separated `principal=claim:value`, e.g. ops=groups:admins)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.ClaimPrincipals) }},
 		{"ssh_ca.critical_options", "critical `options` of every certificate (comma-separated: force-command=CMD, source-address=CIDR, verify-required)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.CriticalOptions) }},
 		{"ssh_ca.extensions", "`extensions` of every certificate (comma-separated; default those ssh-keygen grants)", func(c *Config) flag.Value { return (*settings.ListValue)(&c.SSHCA.Extensions) }},
 		{"tls.listen", "HTTPS `address` (e.g. :443) serving all that listen serves; plain listeners then send browsers to https, HKP stays plain; empty means none", func(c *Config) flag.Value { return (*settings.StringValue)(&c.TLS.Listen) }},

@@ -140,8 +140,17 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			log.Debug("identity links of linked keys synced", "keys", n)
 		}
 	}()
-	ids, err := api.NewHandler(ctx, api.Options{Service: svc, Keys: st, Watcher: st, Tree: st,
-		ChallengesPerMinute: cfg.ChallengesPerMinute, Logger: log.With("component", "api")})
+	providers, err := newProviders(ctx, cfg, st.Store, log)
+	if err != nil {
+		return err
+	}
+	apiOpts := api.Options{Service: svc, Keys: st, Watcher: st, Tree: st,
+		ChallengesPerMinute: cfg.ChallengesPerMinute, Logger: log.With("component", "api")}
+	if len(cfg.OIDC.Providers) > 0 {
+		// Device logins approve SSH certificates (ssh-cert --device).
+		apiOpts.Providers = providers
+	}
+	ids, err := api.NewHandler(ctx, apiOpts)
 	if err != nil {
 		return err
 	}
@@ -207,7 +216,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := mountWitness(ctx, mux, cfg, st.Store, reg, log.With("component", "witness")); err != nil {
 		return err
 	}
-	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {
+	if err := mountPages(ctx, mux, cfg, st.Store, svc, ks, providers, limits, log); err != nil {
 		return err
 	}
 	if err := mountDiscovery(ctx, mux, cfg, st.Store, svc, ks, limits, log); err != nil {

@@ -91,14 +91,18 @@ func caKeys(ctx context.Context, c *client.Client, tools *client.Tools, file str
 }
 
 func runSSHCert(ctx context.Context, env *environment, args []string) error {
-	fs := newToolFlags(env, "ssh-cert", "ssh-cert HANDLE --ssh-key FILE [--validity D] [--principals P,...] [--ca-key FILE]",
+	fs := newToolFlags(env, "ssh-cert", "ssh-cert HANDLE --ssh-key FILE [--device [--provider NAME]] [--validity D] [--principals P,...] [--ca-key FILE]",
 		"Gets an SSH user certificate for a key proven for HANDLE, signing the server's statement with\n"+
-			"ssh-keygen -Y sign, and writes it to FILE-cert.pub, where ssh looks for it.")
+			"ssh-keygen -Y sign, and writes it to FILE-cert.pub, where ssh looks for it. With --device the key\n"+
+			"need not be linked: a login at the server's OpenID provider, on any other device, approves it\n"+
+			"(the OAuth 2.0 device authorization grant): kith shows a code to enter there and waits.")
 	server := serverFlag(fs, env)
 	keyFile := fs.String("ssh-key", "", "the SSH key `file` to certify: a private key, or a .pub file whose key is in the agent")
 	validity := fs.Duration("validity", 0, "how long the certificate is to be valid (a `duration`; default: the server's, 16h unless configured)")
 	principals := fs.String("principals", "", "comma-separated `principals` to certify, a subset of the identity's (default: all)")
 	caFile := fs.String("ca-key", "", "`file` with the CA key to expect (as kith ssh-ca-key prints it); default: the server's")
+	device := fs.Bool("device", false, "have a login at the server's OpenID provider, on another device, approve the certificate (for a host without a browser)")
+	provider := fs.String("provider", "", "with --device: the server's OpenID provider to log in at, by `name` (default: its first)")
 	toAgent := fs.Bool("agent", true, "also add the certificate to the ssh-agent (SSH_AUTH_SOCK), which forgets it when it expires (ssh-add -t)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -130,7 +134,19 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 			req.Principals = append(req.Principals, p)
 		}
 	}
-	cert, err := c.Certificate(ctx, pos[0], s, req)
+	var cert *client.Certificate
+	if *device {
+		cert, err = c.DeviceCertificate(ctx, pos[0], s, client.DeviceRequest{CertificateRequest: req, Provider: *provider,
+			Show: func(d client.DeviceCode) {
+				fmt.Fprintf(env.stdout, "To approve a certificate for %s as %s, open on any device\n  %s\nand enter the code\n  %s\n", s.ID, pos[0], d.VerificationURI, d.UserCode)
+				if d.VerificationURIComplete != "" {
+					fmt.Fprintf(env.stdout, "(or open %s)\n", d.VerificationURIComplete)
+				}
+				fmt.Fprintf(env.stdout, "Log in there as an account linked to %s (at %s). Waiting until %s...\n", pos[0], d.Provider, d.Expires.Local().Format(time.Kitchen))
+			}})
+	} else {
+		cert, err = c.Certificate(ctx, pos[0], s, req)
+	}
 	if err != nil {
 		return err
 	}
@@ -141,6 +157,9 @@ func runSSHCert(ctx context.Context, env *environment, args []string) error {
 	_, before := ssh.CertificateValidity(cert.Cert)
 	fmt.Fprintf(env.stdout, "wrote %s: principals %s, valid until %s, serial %d\n", out, strings.Join(cert.Cert.ValidPrincipals, ","),
 		before.Local().Format(time.RFC3339), cert.Cert.Serial)
+	for _, g := range cert.Grants {
+		fmt.Fprintf(env.stdout, "  principal %s: granted by the login's claim %s = %q\n", g.Principal, g.Claim, g.Value)
+	}
 	fmt.Fprintf(env.stdout, "  published in the log: %s\n", cert.Log)
 	// A host certificate is for sshd's HostCertificate: an agent holds
 	// keys to log in with, never a host's.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kith-keyserver/kith/identity"
@@ -39,6 +40,9 @@ func (c SSHCAConfig) validate() error {
 	}
 	if _, err := ssh.ParseCertificateOptions(c.CriticalOptions, true); err != nil {
 		return fmt.Errorf("setting ssh_ca.critical_options: %w", err)
+	}
+	if _, err := parseClaimPrincipals(c.ClaimPrincipals); err != nil {
+		return err
 	}
 	if _, err := ssh.ParseCertificateOptions(c.Extensions, false); err != nil {
 		return fmt.Errorf("setting ssh_ca.extensions: %w", err)
@@ -88,6 +92,9 @@ func certificateAuthority(ctx context.Context, cfg Config, st *postgres.Store) (
 	if policy.Extensions, err = ssh.ParseCertificateOptions(cfg.SSHCA.Extensions, false); err != nil {
 		return nil, policy, err
 	}
+	if policy.ClaimPrincipals, err = parseClaimPrincipals(cfg.SSHCA.ClaimPrincipals); err != nil {
+		return nil, policy, err
+	}
 	if cfg.SSHCA.PrincipalsFile != "" {
 		f, err := os.Open(cfg.SSHCA.PrincipalsFile)
 		if err != nil {
@@ -101,4 +108,25 @@ func certificateAuthority(ctx context.Context, cfg Config, st *postgres.Store) (
 		policy.Principals = func(h identity.Handle) []string { return extra[h] }
 	}
 	return verify.CertificateAuthority{CA: ca}, policy, nil
+}
+
+// parseClaimPrincipals reads ssh_ca.claim_principals: entries
+// "principal=claim:value", split at the first = and the first : after
+// it (a claim's name has none; a value may, as GitHub's "org:team"
+// groups do).
+func parseClaimPrincipals(entries []string) ([]identity.ClaimPrincipal, error) {
+	var out []identity.ClaimPrincipal
+	for _, e := range entries {
+		p, rest, ok1 := strings.Cut(strings.TrimSpace(e), "=")
+		claim, value, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("setting ssh_ca.claim_principals: %q is not principal=claim:value (e.g. ops=groups:admins)", e)
+		}
+		cp := identity.ClaimPrincipal{Claim: claim, Value: value, Principal: p}
+		if err := cp.Check(); err != nil {
+			return nil, fmt.Errorf("setting ssh_ca.claim_principals: %q: %w", e, err)
+		}
+		out = append(out, cp)
+	}
+	return out, nil
 }

@@ -17,16 +17,27 @@ import (
 	"github.com/kith-keyserver/kith/web"
 )
 
-// mountPages adds the web pages and the OpenID Connect login to mux.
-func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *identity.Service,
-	ks *keys.Service, limits clientLimits, log *slog.Logger) error {
+// newProviders returns the configured OpenID providers, which the pages'
+// logins and the API's device logins share.
+func newProviders(ctx context.Context, cfg Config, st *postgres.Store, log *slog.Logger) (*oidc.Providers, error) {
 	key, err := cookieKey(ctx, cfg, st)
 	if err != nil {
-		return fmt.Errorf("setting web.cookie_key_file: %w", err)
+		return nil, fmt.Errorf("setting web.cookie_key_file: %w", err)
 	}
 	providers, err := oidc.NewProviders(ctx, cfg.oidcProviders(), oidc.Options{CookieKey: key, Logger: log.With("component", "oidc")})
 	if err != nil {
-		return fmt.Errorf("setting oidc.provider: %w", err)
+		return nil, fmt.Errorf("setting oidc.provider: %w", err)
+	}
+	return providers, nil
+}
+
+// mountPages adds the web pages and the OpenID Connect login (at
+// providers) to mux.
+func mountPages(ctx context.Context, mux *http.ServeMux, cfg Config, st *postgres.Store, ids *identity.Service,
+	ks *keys.Service, providers *oidc.Providers, limits clientLimits, log *slog.Logger) error {
+	key, err := cookieKey(ctx, cfg, st)
+	if err != nil {
+		return fmt.Errorf("setting web.cookie_key_file: %w", err)
 	}
 	mailer, err := cfg.mailer(log.With("component", "mail"))
 	if err != nil {

@@ -204,3 +204,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	// The provider's own callback turns the approved request into a code.
 	http.Redirect(w, r, s.op.AuthorizationEndpoint().Absolute(s.Issuer)+"/callback?id="+id, http.StatusFound)
 }
+
+// SetUser adds a user, or replaces the one with the same subject (its
+// groups, say): later logins and tokens see the new one.
+func (s *Server) SetUser(u User) {
+	s.storage.mu.Lock()
+	defer s.storage.mu.Unlock()
+	s.storage.users[u.Subject] = u
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/retry"
 	"github.com/kith-keyserver/kith/identity/tlog"
 	"github.com/kith-keyserver/kith/identity/verify"
+	"github.com/kith-keyserver/kith/oidc"
 )
 
 // Watcher is a store that reports evidence appends from every node
@@ -50,6 +51,10 @@ type Options struct {
 	// one): with it, lookups answer ?proof=1 with a proof bundle (see
 	// ProofBundle); without it, ?proof=1 is refused.
 	Tree tlog.TreeReader
+	// Providers are the OpenID providers a device login approving an SSH
+	// certificate logs in at (see device.go); nil: none, and the device
+	// endpoints refuse.
+	Providers *oidc.Providers
 	// ChallengesPerMinute is how many challenges one client (package
 	// ratelimit's) may ask for a minute, at once or spread out; zero
 	// means 30, negative means no limit.
@@ -69,6 +74,8 @@ type Handler struct {
 	maxAgeHV string
 	krl      krlCache
 	tree     tlog.TreeReader // nil: no proof bundles
+	// providers are the OpenID providers of device logins.
+	providers *oidc.Providers
 }
 
 // defaultChallengesPerMinute is the default challenge rate per client.
@@ -98,7 +105,7 @@ func NewHandler(ctx context.Context, opts Options) (*Handler, error) {
 	}
 	h := &Handler{
 		svc: opts.Service, keys: opts.Keys, tree: opts.Tree, log: opts.Logger, now: opts.Now, ttl: opts.CacheTTL,
-		cache:    newCache(opts.CacheSize, opts.CacheTTL),
+		cache: newCache(opts.CacheSize, opts.CacheTTL), providers: opts.Providers,
 		maxAgeHV: fmt.Sprintf("public, max-age=%d", int(opts.CacheTTL.Seconds())),
 	}
 	if opts.ChallengesPerMinute == 0 {
@@ -145,6 +152,8 @@ func (h *Handler) Register(mux Mux) {
 	mux.Handle("GET /api/v1/log", h.wrap(h.getLog))
 	mux.Handle("GET /api/v1/ssh/{fingerprint...}", h.wrap(h.getSSH))
 	mux.Handle("POST /api/v1/ssh/certificates", h.wrap(h.postCertificate))
+	mux.Handle("POST /api/v1/ssh/device-authorizations", h.wrap(h.postDeviceAuthorization))
+	mux.Handle("POST /api/v1/ssh/device-certificates", h.wrap(h.postDeviceCertificate))
 	mux.Handle("GET /ssh/ca.pub", h.wrap(h.getCAKey))
 	mux.Handle("GET /ssh/krl", h.wrap(h.getKRL))
 	mux.Handle("GET /ssh/ca.known_hosts", h.wrap(h.getCertAuthority))

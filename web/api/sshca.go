@@ -36,12 +36,15 @@ type CertificateRequest struct {
 // CertificateResponse is an issued certificate.
 type CertificateResponse struct {
 	// Certificate is the certificate as a -cert.pub file holds it.
-	Certificate string    `json:"certificate"`
-	Serial      uint64    `json:"serial"`
-	KeyID       string    `json:"key_id"`
-	Principals  []string  `json:"principals"`
-	ValidAfter  time.Time `json:"valid_after"`
-	ValidBefore time.Time `json:"valid_before"`
+	Certificate string   `json:"certificate"`
+	Serial      uint64   `json:"serial"`
+	KeyID       string   `json:"key_id"`
+	Principals  []string `json:"principals"`
+	// Grants are the principals a device login's claims granted (see
+	// POST /api/v1/ssh/device-certificates).
+	Grants      []PrincipalGrant `json:"principal_grants,omitempty"`
+	ValidAfter  time.Time        `json:"valid_after"`
+	ValidBefore time.Time        `json:"valid_before"`
 	// Log is the URL of the ssh.certificate record that publishes it.
 	Log string `json:"log"`
 	// CAKey is the CA's public key line (TrustedUserCAKeys).
@@ -90,16 +93,9 @@ func (h *Handler) postCertificate(w http.ResponseWriter, r *http.Request) error 
 	if strings.TrimSpace(req.Signature) == "" {
 		return missing("signature", "the statement's key signs it (ssh-keygen -Y sign -n kith -f KEY statement.txt)")
 	}
-	var validity time.Duration
-	if req.Validity != "" {
-		d, err := time.ParseDuration(req.Validity)
-		if err != nil {
-			return identity.RefuseErr(identity.CodeBadValidity, err, "validity %q is not a duration such as 1h or 30m", req.Validity)
-		}
-		if d <= 0 {
-			return identity.Refuse(identity.CodeBadValidity, "validity %s is not positive", d)
-		}
-		validity = d
+	validity, err := parseValidity(req.Validity)
+	if err != nil {
+		return err
 	}
 	c, err := h.svc.IssueCertificate(r.Context(), identity.CertificateRequest{
 		Statement: []byte(req.Statement), Signature: []byte(req.Signature),
@@ -111,6 +107,27 @@ func (h *Handler) postCertificate(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	return h.writeCertificate(w, c)
+}
+
+// parseValidity reads a request's validity: empty is the server's
+// default.
+func parseValidity(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, identity.RefuseErr(identity.CodeBadValidity, err, "validity %q is not a duration such as 1h or 30m", s)
+	}
+	if d <= 0 {
+		return 0, identity.Refuse(identity.CodeBadValidity, "validity %s is not positive", d)
+	}
+	return d, nil
+}
+
+// writeCertificate answers an issued certificate.
+func (h *Handler) writeCertificate(w http.ResponseWriter, c *identity.Certificate) error {
 	pub, err := ssh.ParsePublicKey(c.Certificate)
 	if err != nil {
 		return fmt.Errorf("api: issued certificate: %w", err)
@@ -122,8 +139,12 @@ func (h *Handler) postCertificate(w http.ResponseWriter, r *http.Request) error 
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", logURL(c.Record.Seq))
+	var grants []PrincipalGrant
+	for _, g := range c.Grants {
+		grants = append(grants, PrincipalGrant{Principal: g.Principal, Claim: g.Claim, Value: g.Value})
+	}
 	writeJSON(w, http.StatusCreated, CertificateResponse{
-		Certificate: line, Serial: uint64(c.Record.Seq), KeyID: c.KeyID, Principals: c.Principals,
+		Certificate: line, Serial: uint64(c.Record.Seq), KeyID: c.KeyID, Principals: c.Principals, Grants: grants,
 		ValidAfter: c.ValidAfter.UTC(), ValidBefore: c.ValidBefore.UTC(), Log: logURL(c.Record.Seq),
 		CAKey: strings.TrimSpace(string(ca)),
 	})

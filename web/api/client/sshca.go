@@ -43,6 +43,8 @@ type Certificate struct {
 	Cert *gossh.Certificate
 	// Log is the URL of the ssh.certificate record that publishes it.
 	Log string
+	// Grants are the principals a device login's claims granted.
+	Grants []api.PrincipalGrant
 }
 
 // Certificate gets a certificate for the SSH key s, proven for handle,
@@ -57,7 +59,14 @@ func (c *Client) Certificate(ctx context.Context, handle string, s Signer, req C
 		}
 		return nil, err
 	}
-	cas := req.CAKeys
+	return c.checkCertificate(ctx, handle, resp, s, req.CAKeys)
+}
+
+// checkCertificate checks a certificate the server issued for s as
+// handle: a certificate for this key (a host certificate for a host:
+// handle), signed by one of the CA keys cas (none: the server's).
+func (c *Client) checkCertificate(ctx context.Context, handle string, resp api.CertificateResponse, s Signer, cas []gossh.PublicKey) (*Certificate, error) {
+	var err error
 	if len(cas) == 0 {
 		if cas, err = c.CAKeys(ctx); err != nil {
 			return nil, err
@@ -85,7 +94,7 @@ func (c *Client) Certificate(ctx context.Context, handle string, s Signer, req C
 	if !caAmong(cert.SignatureKey, cas) {
 		return nil, fmt.Errorf("the certificate is signed by %s, not by the CA expected", ssh.FingerprintOf(cert.SignatureKey))
 	}
-	return &Certificate{Line: resp.Certificate, Cert: cert, Log: c.server + resp.Log}, nil
+	return &Certificate{Line: resp.Certificate, Cert: cert, Log: c.server + resp.Log, Grants: resp.Grants}, nil
 }
 
 // certify asks for a certificate for s.
