@@ -122,7 +122,7 @@ func (h *Handler) postDeviceAuthorization(w http.ResponseWriter, r *http.Request
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, DeviceAuthorizationResponse{
 		Provider: p.Name(), UserCode: da.UserCode, VerificationURI: da.VerificationURI,
-		VerificationURIComplete: da.VerificationURIComplete, ExpiresIn: int64(time.Until(da.Expires).Seconds()),
+		VerificationURIComplete: da.VerificationURIComplete, ExpiresIn: int64(da.Expires.Sub(h.now()).Seconds()),
 		Interval: int64(da.Interval / time.Second), Pending: da.Pending,
 	})
 	return nil
