@@ -247,6 +247,9 @@ func (s *Service) verifyApproval(ctx context.Context, c *Challenge, l Login) (*v
 	if l.Nonce != "" {
 		return nil, Refuse(CodeBadRequest, "a device login carries no nonce for the Service to check")
 	}
+	if _, ok := c.Handle.Host(); ok {
+		return nil, Refuse(CodeUnsupported, "a login approves user certificates only: %q is a host, whose certificates its proven host keys ask for", c.Handle)
+	}
 	if !l.AuthTime.IsZero() && l.AuthTime.Before(c.Issued.Add(-clockSkew)) {
 		return nil, Refuse(CodeExpired, "the login (at %s) is older than the request (issued %s): log in again to approve it",
 			l.AuthTime.UTC().Format(time.RFC3339), c.Issued.UTC().Format(time.RFC3339))
