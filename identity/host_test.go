@@ -325,3 +325,28 @@ func TestReleaseHostFreesASquattedName(t *testing.T) {
 		t.Error("a release record whose statement names another key verifies")
 	}
 }
+
+// TestReleasedHostStaysHeldOnceClaimedAgain: a release frees the name
+// only until a key claims it again. The host that claimed it after the
+// release and then revoked its own key holds the name as a host never
+// released would: a stranger's claim finds it taken, and so no stranger
+// gets its host certificate.
+func TestReleasedHostStaysHeldOnceClaimedAgain(t *testing.T) {
+	e := newHostEnv(t, "*.lab.example.org")
+	squatter, hostKey, stranger := sshKey("squatter"), sshKey("the real host key"), sshKey("a stranger")
+	const h = "host:db.lab.example.org"
+	e.claim(h, squatter)
+	if _, err := e.svc.ReleaseHost(e.ctx, "db.lab.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	e.claim(h, hostKey)
+	e.revoke(h, hostKey, hostKey)
+	if err := e.claimErr(h, stranger); identity.CodeOf(err) != identity.CodeHandleTaken {
+		t.Fatalf("a stranger's claim after the host revoked its key: %v, want handle_taken", err)
+	}
+	// Released again by the operator, the name is free once more.
+	if _, err := e.svc.ReleaseHost(e.ctx, "db.lab.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	e.claim(h, stranger)
+}

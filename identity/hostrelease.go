@@ -87,22 +87,20 @@ func releasedFactor(h Handle, recs []Evidence, f Factor) bool {
 
 // hostReleased reports whether the host identity h with records recs is
 // free to claim again: the operator released it (ReleaseHost) and no key
-// has been linked to it since.
+// has been linked to it since, that is, the last record about each of
+// its keys is a host.release. A key claimed after the release and then
+// revoked by its holder keeps the name held, as for a host never
+// released: only the operator frees a name.
 func hostReleased(h Handle, recs []Evidence, now time.Time) bool {
 	if _, ok := h.Host(); !ok {
 		return false
 	}
-	released := false
-	for i := range recs {
-		if recs[i].Method == MethodHostRelease && recs[i].Handle == h {
-			released = true
-		}
-	}
-	if !released {
+	factors := Assess(h, recs, now).Factors
+	if len(factors) == 0 {
 		return false
 	}
-	for _, st := range Assess(h, recs, now).Factors {
-		if st.Level == LevelProven || st.Level == LevelClaimed {
+	for _, st := range factors {
+		if !releasedFactor(h, recs, st.Factor) {
 			return false
 		}
 	}
