@@ -13,9 +13,11 @@
 // statement names the certificate statement's hash, the key, the account
 // and the principals granted by claims, right before the ssh.certificate
 // record, which names the account. What keeps one login from approving a
-// second request: the provider redeems a device code once, the token
-// never leaves the server (its record keeps it private, whatever it
-// carries), and the login must be later than the request's statement.
+// second request: the frontend redeems a device code only for the
+// statement it was started for, whose challenge answers once (a provider
+// may hand out the token again: Dex does until the code expires); the
+// token never leaves the server (its record keeps it private, whatever it
+// carries); and the login must be later than the request's statement.
 
 package identity
 
