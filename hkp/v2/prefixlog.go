@@ -8,6 +8,7 @@ package v2
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -34,10 +35,15 @@ const (
 	// countTTL is how long the store's key count, which sets the prefix
 	// length, is reused.
 	countTTL = time.Minute
-	// maxCachedDays bounds the cache (a year of days would hold a few MB
-	// at most: a day's answer is at most 16^digits prefixes, and digits is
-	// chosen so that 16^digits is a 16th of the store).
+	// maxCachedDays bounds the cache: a day's answer is at most
+	// 16^digits lines, and digits keeps 16^digits below a 16th of the
+	// store, so 64 days of a store of 16 million keys (4 digits) hold at
+	// most 25 MB.
 	maxCachedDays = 64
+	// maxConcurrentReads bounds the days read from the store at once: a
+	// bulk load's day reads as many rows as it loaded, and a client asking
+	// for many days could otherwise evict and reread it in parallel.
+	maxConcurrentReads = 2
 )
 
 // PrefixLogOptions configure a PrefixLog. The zero value of each field
@@ -79,6 +85,8 @@ type PrefixLog struct {
 	now     func() time.Time
 	metrics *prefixLogMetrics
 
+	reads chan struct{} // a slot per store read in progress
+
 	mu      sync.Mutex
 	days    map[string]*dayLog // by date and digits
 	count   int64
@@ -106,7 +114,8 @@ func NewPrefixLog(store keys.ChangeLog, opts PrefixLogOptions) *PrefixLog {
 		opts.Now = time.Now
 	}
 	return &PrefixLog{store: store, minKeys: opts.MinKeys, log: opts.Logger, now: opts.Now,
-		metrics: newPrefixLogMetrics(opts.Registerer), days: map[string]*dayLog{}}
+		metrics: newPrefixLogMetrics(opts.Registerer), days: map[string]*dayLog{},
+		reads: make(chan struct{}, maxConcurrentReads)}
 }
 
 // dateRE is a day as the route takes it: exactly YYYY-MM-DD.
@@ -179,6 +188,9 @@ func (p *PrefixLog) day(ctx context.Context, day, now time.Time, ttl time.Durati
 			case <-ctx.Done():
 				return nil, false, ctx.Err()
 			}
+			if errors.Is(e.err, errAbandoned) {
+				return p.day(ctx, day, now, ttl)
+			}
 			if e.err != nil {
 				return nil, false, e.err
 			}
@@ -190,8 +202,7 @@ func (p *PrefixLog) day(ctx context.Context, day, now time.Time, ttl time.Durati
 	p.days[key] = e
 	p.mu.Unlock()
 
-	// The reading outlives a client that gives up: others may wait on it.
-	prefixes, err := p.store.ChangedPrefixes(context.WithoutCancel(ctx), day, day.AddDate(0, 0, 1), digits)
+	prefixes, err := p.read(ctx, day, digits)
 	var b bytes.Buffer
 	for _, pre := range prefixes {
 		b.WriteString(pre)
@@ -199,7 +210,7 @@ func (p *PrefixLog) day(ctx context.Context, day, now time.Time, ttl time.Durati
 	}
 	p.mu.Lock()
 	e.body, e.err, e.expires = b.Bytes(), err, now.Add(ttl)
-	if err != nil {
+	if err != nil && p.days[key] == e {
 		delete(p.days, key)
 	}
 	close(e.ready)
@@ -208,6 +219,23 @@ func (p *PrefixLog) day(ctx context.Context, day, now time.Time, ttl time.Durati
 		return nil, false, err
 	}
 	return e.body, false, nil
+}
+
+// errAbandoned: the request that was to read a day gave up waiting for a
+// read slot; a request waiting for its answer reads it itself.
+var errAbandoned = errors.New("gave up waiting to read the store")
+
+// read reads one day's prefixes from the store once a read slot is free.
+// Once begun, the reading outlives a client that gives up: others may
+// wait on it.
+func (p *PrefixLog) read(ctx context.Context, day time.Time, digits int) ([]string, error) {
+	select {
+	case p.reads <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errAbandoned, ctx.Err())
+	}
+	defer func() { <-p.reads }()
+	return p.store.ChangedPrefixes(context.WithoutCancel(ctx), day, day.AddDate(0, 0, 1), digits)
 }
 
 // evictLocked makes room for one more day: expired answers go first,

@@ -19,6 +19,7 @@ import (
 	v2 "github.com/kith-keyserver/kith/hkp/v2"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/keys/inprocess"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -263,3 +264,104 @@ func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 var _ keys.ChangeLog = (*inprocess.Store)(nil)
+
+// blockingLog is a ChangeLog whose reads wait for release, counting how
+// many are in progress at once.
+type blockingLog struct {
+	release chan struct{}
+	stop    chan struct{} // closed: every read returns
+	mu      sync.Mutex
+	now     int
+	most    int
+}
+
+func (b *blockingLog) CountKeys(ctx context.Context) (int64, error) { return 100, nil }
+
+func (b *blockingLog) ChangedPrefixes(ctx context.Context, from, to time.Time, digits int) ([]string, error) {
+	b.mu.Lock()
+	b.now++
+	b.most = max(b.most, b.now)
+	b.mu.Unlock()
+	select {
+	case <-b.release:
+	case <-b.stop:
+	}
+	b.mu.Lock()
+	b.now--
+	b.mu.Unlock()
+	return []string{from.Format("01")[1:]}, nil // the month's last digit, as a prefix
+}
+
+func (b *blockingLog) inProgress() int { b.mu.Lock(); defer b.mu.Unlock(); return b.now }
+
+// TestPrefixLogReadsTwoDaysAtOnce: requests for many days read the store
+// two at a time, and a request that gives up waiting for its turn leaves
+// another one for the same day its answer.
+func TestPrefixLogReadsTwoDaysAtOnce(t *testing.T) {
+	store := &blockingLog{release: make(chan struct{}), stop: make(chan struct{})}
+	c := &clock{t: time.Date(2026, 12, 31, 10, 0, 0, 0, time.UTC)}
+	mux := http.NewServeMux()
+	v2.NewHandler(inprocess.New(inprocess.Options{}), nil, v2.Options{PrefixLog: v2.NewPrefixLog(store, v2.PrefixLogOptions{Now: c.now})}).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer close(store.stop) // before the server waits for its handlers
+
+	type answer struct {
+		month int
+		code  int
+		body  string
+	}
+	answers := make(chan answer, 20)
+	ask := func(ctx context.Context, month int) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/pks/v2/prefixlog/2026-%02d-01", srv.URL, month), nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answers <- answer{month: month, code: -1}
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		answers <- answer{month, res.StatusCode, string(b)}
+	}
+	for m := 1; m <= 8; m++ {
+		go ask(context.Background(), m)
+	}
+	if !testkit.PollEvery(30*time.Second, time.Millisecond, func() bool { return store.inProgress() == 2 }) {
+		t.Fatal("two reads never began")
+	}
+	// Month 9 twice: one asker gives up while waiting for its turn.
+	ctx, cancel := context.WithCancel(context.Background())
+	go ask(ctx, 9)
+	go ask(context.Background(), 9)
+	cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case store.release <- struct{}{}:
+			case <-done:
+				return
+			}
+		}
+	}()
+	got := map[int][]answer{}
+	for range 10 {
+		a := <-answers
+		got[a.month] = append(got[a.month], a)
+	}
+	for m := 1; m <= 9; m++ {
+		ok := false
+		for _, a := range got[m] {
+			if a.code == http.StatusOK && a.body == fmt.Sprintf("%d\r\n", m%10) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("month %d: %+v, want its log", m, got[m])
+		}
+	}
+	if store.most > 2 {
+		t.Errorf("%d days read at once, want at most 2", store.most)
+	}
+}
