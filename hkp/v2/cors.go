@@ -58,7 +58,9 @@ func preflight(methods, accept []string) http.Handler {
 		setCORS(hd)
 		hd.Set("Allow", allow)
 		hd.Set("Access-Control-Allow-Methods", allow)
-		hd.Set("Access-Control-Allow-Headers", "Content-Type")
+		// Authorization: PUT canonical's token (a header a page sets
+		// itself; no credential the browser keeps is ever read).
+		hd.Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
 		// A day: the answer depends on nothing but the route.
 		hd.Set("Access-Control-Max-Age", "86400")
 		for _, a := range accept {

@@ -17,10 +17,17 @@
 //     of primary fingerprints changed on a day (prefixlog.go's PrefixLog,
 //     set as Options.PrefixLog);
 //   - POST certs: submission, through the one upload path;
+//   - POST sendtoken and PUT canonical/{identity} (token.go, with
+//     Options.Emails and Options.Mailer): sendtoken mails the verify
+//     link of one address of a stored key, the mail VKS and the pages
+//     send; its token, presented with PUT canonical as a bearer token
+//     beside the key, is following that link, and makes the key
+//     authoritative for the address;
 //   - OPTIONS on every route and category (feature detection and CORS
 //     preflights); 403 for a category without an identifier; 501 for the
-//     categories and operations Kith does not serve (sendtoken, PUT
-//     canonical, and prefixlog unless Options.PrefixLog is set).
+//     categories and operations Kith does not serve (sendtoken and PUT
+//     canonical without Options.Emails, prefixlog unless
+//     Options.PrefixLog is set).
 //
 // The legacy /pks/lookup and /pks/add, which gpg speaks, are package
 // hkp's and unchanged.
@@ -33,8 +40,11 @@
 // with credentials (cors.go's Handle, which any route added to this
 // package uses too).
 //
-// It does not own: the upload path, its admission, limits and budgets
-// (identity/keys.Service, reached as a keys.Uploader); which addresses
+// It does not own: which mailed links may go out and what following one
+// records (identity.Service's RequestEmail and ConfirmEmail, reached as
+// Emails), the mails' text and links (identity/maillink); the upload
+// path, its admission, limits and budgets (identity/keys.Service, reached
+// as a keys.Uploader); which addresses
 // are verified by mail (identity's email.verified records, reached as an
 // identity.VerifiedEmailReader) or corroborated by a provider
 // (identity.CorroboratedEmails, reached as Corroborations); the

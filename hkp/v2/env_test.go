@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,26 @@ type env struct {
 	smtp   *mailtest.Server
 	mailer *maillink.Mailer
 	url    string
+	// logs holds the handler's logs (JSON lines).
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type envOptions struct {
@@ -55,12 +76,19 @@ type envOptions struct {
 	maxBody                            int64
 	maxConcurrentUploads               int
 	verifiedOnly                       bool
+	// tokens serves sendtoken and PUT canonical; mailRequestsPerMinute
+	// is their budget (zero: none), mailsPerAddress the service's cap
+	// (zero: its default).
+	tokens                bool
+	mailRequestsPerMinute int
+	mailsPerAddress       int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	e := &env{t: t, st: pgtest.NewStore(t), smtp: mailtest.Start(t, mailtest.Options{})}
-	svc, err := identity.NewService(e.st, &verify.Verifier{Keys: e.st}, identity.ServiceOptions{Server: "Kith <http://test>"})
+	svc, err := identity.NewService(e.st, &verify.Verifier{Keys: e.st}, identity.ServiceOptions{Server: "Kith <http://test>",
+		MailsPerAddress: o.mailsPerAddress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +102,19 @@ func newEnv(t *testing.T, o envOptions) *env {
 		return ratelimit.New(n, nil)
 	}
 	mux := http.NewServeMux()
-	v2.NewHandler(e.st, e.st, v2.Options{Uploads: e.ks, UploadLimit: limit(o.uploadsPerMinute),
-		EmailLookupLimit: limit(o.lookupsPerMinute), MaxBodySize: o.maxBody, VerifiedOnly: o.verifiedOnly,
-		Corroborations: svc, Logger: slog.New(slog.DiscardHandler)}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.mailer = &maillink.Mailer{PublicURL: srv.URL, Server: "Kith <" + srv.URL + ">",
 		Mail: &mail.SMTP{Address: e.smtp.Addr, From: "kith@keys.example.org"}}
+	e.logs = &syncBuffer{}
+	opts := v2.Options{Uploads: e.ks, UploadLimit: limit(o.uploadsPerMinute),
+		EmailLookupLimit: limit(o.lookupsPerMinute), MaxBodySize: o.maxBody, VerifiedOnly: o.verifiedOnly,
+		Corroborations: svc, Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if o.tokens {
+		opts.Emails, opts.Mailer, opts.MailRequestLimit = svc, e.mailer, limit(o.mailRequestsPerMinute)
+	}
+	v2.NewHandler(e.st, e.st, opts).Register(mux)
 	return e
 }
 

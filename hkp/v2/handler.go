@@ -13,6 +13,7 @@ import (
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/identity/ratelimit"
 )
 
@@ -80,6 +81,17 @@ type Options struct {
 	// category answers 501, as the draft has a keyserver answer a
 	// category it does not serve.
 	PrefixLog http.Handler
+	// Emails and Mailer, if both set (and Uploads), serve POST
+	// /pks/v2/sendtoken and PUT /pks/v2/canonical/{identity} (token.go):
+	// the token is a mailed verify link's, through the identity service's
+	// rules (Emails, an *identity.Service) and package maillink's mail.
+	// Unset: both answer 501.
+	Emails Emails
+	Mailer *maillink.Mailer
+	// MailRequestLimit counts each client's sendtoken requests (the
+	// mail_requests_per_minute budget); past it the answer is 429. Nil:
+	// no limit.
+	MailRequestLimit *ratelimit.Limiter
 	// Logger receives the handler's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -123,16 +135,35 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	Handle(mux, "GET", p+"certs/by-keyid/{keyid}", h.recover(h.serveByKeyID))
 	Handle(mux, "GET", p+"certs/by-identity/{identity}", h.recover(h.serveByIdentity))
 	Handle(mux, "GET", p+"index/{identity}", h.recover(h.serveIndex))
-	Handle(mux, "GET", p+"canonical/{identity}", h.recover(h.serveCanonical))
+	tokens := h.opts.Emails != nil && h.opts.Mailer != nil && h.opts.Uploads != nil
+	if tokens {
+		canonical := h.recover(h.serveCanonical)
+		put := h.recover(h.serveCanonicalPut)
+		Handle(mux, "GET, PUT", p+"canonical/{identity}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut {
+				put.ServeHTTP(w, r)
+				return
+			}
+			canonical.ServeHTTP(w, r)
+		}))
+		mux.Handle("POST "+p+"sendtoken", CORS(h.recover(h.serveSendToken)))
+		mux.Handle("OPTIONS "+p+"sendtoken", preflight([]string{"POST"}, []string{"application/json"}))
+	} else {
+		Handle(mux, "GET", p+"canonical/{identity}", h.recover(h.serveCanonical))
+	}
 	categories := lookups
 	if h.opts.PrefixLog != nil {
 		Handle(mux, "GET", p+"prefixlog/{date}", h.opts.PrefixLog)
 		categories = append(categories[:len(categories):len(categories)], "prefixlog")
 	}
 	for _, c := range categories {
+		if c == "canonical" && tokens {
+			mux.Handle("OPTIONS "+p+c, Preflight("GET", "PUT"))
+		} else {
+			mux.Handle("OPTIONS "+p+c, Preflight("GET"))
+		}
 		// Section 5.1.7: OPTIONS on a category is feature detection; a
 		// GET without an identifier SHOULD get an error such as 403.
-		mux.Handle("OPTIONS "+p+c, Preflight("GET"))
 		forbidden := CORS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			Error(w, http.StatusForbidden, "give an identifier after /pks/v2/"+c+"/")
 		}))
@@ -144,14 +175,16 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		mux.Handle("OPTIONS "+p+"certs", preflight([]string{"POST"}, acceptedSubmissions))
 	}
 	// Section 4.2: "501 Not implemented" for a category or operation the
-	// keyserver does not support (sendtoken, PUT canonical, an unknown
-	// category, a method a route does not take).
+	// keyserver does not support (sendtoken and PUT canonical without
+	// Options.Emails, an unknown category, a method a route does not
+	// take).
 	mux.Handle(p, CORS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotImplemented, "this HKP v2 category or operation is not implemented here")
 	})))
 }
 
-// recover turns a panic into a 500 that says nothing of it.
+// recover turns a panic into a 500 that says nothing of it. It and fail
+// log the route's pattern, never the path, which may hold an address.
 func (h *Handler) recover(fn http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -159,7 +192,7 @@ func (h *Handler) recover(fn http.HandlerFunc) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				h.log.Error("hkp v2: panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				h.log.Error("hkp v2: panic", "route", r.Pattern, "panic", v, "stack", string(debug.Stack()))
 				Error(w, http.StatusInternalServerError, "internal error")
 			}
 		}()
@@ -180,7 +213,7 @@ func Error(w http.ResponseWriter, code int, msg string) {
 // fail logs an internal failure and answers 500 without its detail.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	if r.Context().Err() == nil {
-		h.log.Error("hkp v2: "+what, "path", r.URL.Path, "err", err)
+		h.log.Error("hkp v2: "+what, "route", r.Pattern, "err", err)
 	}
 	Error(w, http.StatusInternalServerError, "internal error: try again later")
 }
