@@ -62,7 +62,8 @@ type Config struct {
 	// (identity/ratelimit's) may ask for a minute; negative means no cap.
 	ChallengesPerMinute int `toml:"challenges_per_minute"`
 	// MailRequestsPerMinute caps how many VKS requests for verification
-	// (or withdrawal) mails one client may make a minute; negative means
+	// (or withdrawal) mails one client may make a minute (and, counted
+	// apart, the pages' mail buttons and HKP v2 sendtoken); negative means
 	// no cap.
 	MailRequestsPerMinute int `toml:"mail_requests_per_minute"`
 	// UploadsPerMinute caps how many key uploads (POST /pks/add, VKS
@@ -374,7 +375,7 @@ func kithSettings() []settings.Setting[Config] {
 		{"postgres_user", "system `user` that runs the embedded cluster when Kith runs as root", func(c *Config) flag.Value { return (*settings.StringValue)(&c.PostgresUser) }},
 		{"trusted_proxies", "`networks` (CIDRs, comma-separated) of the proxies whose X-Forwarded-For or Forwarded names the client; empty: those headers are ignored", func(c *Config) flag.Value { return (*settings.ListValue)(&c.TrustedProxies) }},
 		{"challenges_per_minute", "identity challenges one client (IPv4 address, IPv6 /64) may ask for a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.ChallengesPerMinute) }},
-		{"mail_requests_per_minute", "VKS requests for verification or withdrawal mails one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.MailRequestsPerMinute) }},
+		{"mail_requests_per_minute", "VKS requests for verification or withdrawal mails one client may make a minute, and apart the pages' and HKP v2 sendtoken's (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.MailRequestsPerMinute) }},
 		{"uploads_per_minute", "key uploads (POST /pks/add, VKS, the upload page) one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.UploadsPerMinute) }},
 		{"email_lookups_per_minute", "lookups by email (HKP, VKS, WKD, the pages' search) one client may make a minute (a `number`; negative: no cap)", func(c *Config) flag.Value { return (*settings.IntValue)(&c.EmailLookupsPerMinute) }},
 		{"recon.listen", "SKS recon `address`, or off", func(c *Config) flag.Value { return (*settings.StringValue)(&c.Recon.Listen) }},

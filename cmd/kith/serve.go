@@ -20,7 +20,9 @@ import (
 	hkpv2 "github.com/kith-keyserver/kith/hkp/v2"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/maillink"
 	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/ratelimit"
 	"github.com/kith-keyserver/kith/identity/verify"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/recon"
@@ -207,10 +209,19 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// confidence from the evidence.
 	prefixLog := hkpv2.NewPrefixLog(st.Store, hkpv2.PrefixLogOptions{MinKeys: cfg.HKP.PrefixLogMinKeys,
 		Registerer: reg, Logger: log.With("component", "hkpv2")})
+	// sendtoken mails the verify link VKS and the pages mail, through the
+	// identity service's window and per-recipient cap; PUT canonical with
+	// its token is following that link.
+	v2Mail, err := cfg.mailer(log.With("component", "mail"))
+	if err != nil {
+		return err
+	}
 	hkpv2.NewHandler(st.Store, st.Store, hkpv2.Options{Uploads: ks, UploadLimit: limits.uploads,
 		EmailLookupLimit: limits.emailLookups, VerifiedOnly: cfg.HKP.EmailLookup == "verified",
 		Corroborations: svc, MaxAnswerSize: cfg.HKP.MaxAnswerBytes, PrefixLog: prefixLog,
-		Logger: log.With("component", "hkpv2")}).Register(mux)
+		Emails: svc, Mailer: &maillink.Mailer{PublicURL: cfg.publicURL(), Server: cfg.serverName(), Mail: v2Mail},
+		MailRequestLimit: ratelimit.New(cfg.MailRequestsPerMinute, nil),
+		Logger:           log.With("component", "hkpv2")}).Register(mux)
 	ids.Register(mux)
 	logHandler.Register(mux)
 	if err := mountWitness(ctx, mux, cfg, st.Store, reg, log.With("component", "witness")); err != nil {
