@@ -33,12 +33,14 @@ import (
 var deviceUser = func() oidctest.User { u := providerUser; u.Groups = []string{"admins", "staff"}; return u }()
 
 // startDeviceProvider is startProvider whose user is in groups and whose
-// clients may use the device grant, polled every second.
+// clients may use the device grant, polled every second; like Dex, it
+// hands out an approved device code's token on every poll until the code
+// expires.
 func startDeviceProvider(t *testing.T) *testProvider {
 	t.Helper()
 	s, err := oidctest.Start(oidctest.Config{Users: []oidctest.User{deviceUser},
 		Clients:   []oidctest.Client{{ID: providerClient, Secret: providerSecret, RedirectURIs: []string{providerRedirect}}},
-		AutoLogin: deviceUser.Username, DevicePollInterval: time.Second})
+		AutoLogin: deviceUser.Username, DevicePollInterval: time.Second, ReissueDeviceTokens: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +153,9 @@ func postDevice(t *testing.T, url string, in, out any) int {
 // and sits in the ssh-agent, which forgets a certificate at its expiry.
 // A login without the group gets a certificate without that principal,
 // which does not log in as it. A device code approved for one key's
-// request yields no certificate for another key. Revoking the account's
-// link and refreshing the KRL refuses the certificate; kith verify-log
+// request yields no certificate for another key, nor a second one for
+// its own (the provider hands the token out again, as Dex does). Revoking
+// the account's link and refreshing the KRL refuses the certificate; kith verify-log
 // verifies the log with the approvals in it.
 func TestSSHCertDeviceLoginLogsInUntilRevoked(t *testing.T) {
 	requireSSHDAsRoot(t, "ssh-agent")
@@ -254,6 +257,13 @@ func TestSSHCertDeviceLoginLogsInUntilRevoked(t *testing.T) {
 	k, err := ssh.ParseAuthorizedKey([]byte(issued.Certificate))
 	if err != nil || k.Cert == nil || !ssh.SameKey(k.Cert.Key, sshFactorKey(t, keyA.pub)) {
 		t.Fatalf("the approved request's certificate: %v", err)
+	}
+	// The provider hands out the token again, but the request answers
+	// once: one approval, one certificate.
+	st = postDevice(t, a.srv.URL+"/api/v1/ssh/device-certificates",
+		api.DeviceCertificateRequest{Statement: stmtA, Signature: sigA, Provider: da.Provider, Pending: da.Pending}, &refusal)
+	if st != http.StatusConflict || refusal.Error.Code != string(identity.CodeNonceUsed) {
+		t.Errorf("the approved request polled again: %d %+v", st, refusal)
 	}
 
 	// Revoking the account's link revokes its certificates once the KRL

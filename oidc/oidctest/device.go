@@ -53,7 +53,8 @@ func (s *storage) StoreDeviceAuthorization(_ context.Context, clientID, deviceCo
 }
 
 // GetDeviceAuthorizatonState returns a device authorization's state; a
-// finished one (approved or denied) is handed out once, as a code is.
+// finished one (approved or denied) is handed out once, as a code is,
+// unless Config.ReissueDeviceTokens.
 func (s *storage) GetDeviceAuthorizatonState(_ context.Context, clientID, deviceCode string) (*op.DeviceAuthorizationState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,7 +63,7 @@ func (s *storage) GetDeviceAuthorizatonState(_ context.Context, clientID, device
 		return nil, notFound{"device authorization"}
 	}
 	st := d.state
-	if st.Done || st.Denied {
+	if (st.Done || st.Denied) && !s.reissue {
 		delete(s.devices, deviceCode)
 	}
 	s.devicePolls++

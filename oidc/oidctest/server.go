@@ -54,6 +54,10 @@ type Config struct {
 	// DevicePollInterval is the interval the device authorization
 	// endpoint asks clients to poll at (whole seconds; 1s when zero).
 	DevicePollInterval time.Duration
+	// ReissueDeviceTokens has the token endpoint hand out an approved
+	// device code's tokens on every poll until the code expires, as Dex
+	// does, instead of once.
+	ReissueDeviceTokens bool
 }
 
 // Server is a running test provider.
@@ -81,6 +85,7 @@ func Start(cfg Config) (*Server, error) {
 		codes:    make(map[string]string),
 		tokens:   make(map[string]string),
 		devices:  make(map[string]*deviceAuth),
+		reissue:  cfg.ReissueDeviceTokens,
 	}
 	for _, c := range cfg.Clients {
 		st.clients[c.ID] = &client{c}

@@ -143,6 +143,8 @@ type storage struct {
 	devices    map[string]*deviceAuth // by device code
 	// devicePolls counts the token endpoint's device code requests.
 	devicePolls int
+	// reissue keeps approved device codes until they expire.
+	reissue bool
 }
 
 var _ op.Storage = (*storage)(nil)
