@@ -146,7 +146,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 			}
 			canonical.ServeHTTP(w, r)
 		}))
+		// With and without the trailing slash (Hockeypuck's planned
+		// route has one).
 		mux.Handle("POST "+p+"sendtoken", CORS(h.recover(h.serveSendToken)))
+		mux.Handle("POST "+p+"sendtoken/{$}", CORS(h.recover(h.serveSendToken)))
 		mux.Handle("OPTIONS "+p+"sendtoken", preflight([]string{"POST"}, []string{"application/json"}))
 	} else {
 		Handle(mux, "GET", p+"canonical/{identity}", h.recover(h.serveCanonical))

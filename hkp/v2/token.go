@@ -11,6 +11,10 @@
 // email.verified record, and only then is the key authoritative for the
 // address. Nothing else makes a key canonical: a token proves only what
 // following its link proves, for the key and address it was mailed for.
+//
+// The draft names both operations; the sendtoken body (TokenRequest) and
+// the bearer scheme of PUT canonical are Kith's reading, to be checked
+// against the draft's text wherever it fixes them.
 
 package v2
 

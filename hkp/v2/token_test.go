@@ -322,6 +322,9 @@ func TestTokenRoutesOptions(t *testing.T) {
 	if a.code != http.StatusOK || !strings.Contains(a.header.Get("Allow"), "POST") {
 		t.Errorf("OPTIONS sendtoken: %d Allow %q", a.code, a.header.Get("Allow"))
 	}
+	if a := e.do("POST", "/pks/v2/sendtoken/", []byte("{}")); a.code != http.StatusBadRequest {
+		t.Errorf("POST sendtoken/ (trailing slash): %d %s, want 400", a.code, a.body)
+	}
 	a = e.do("POST", "/pks/v2/sendtoken", []byte("{}"), "Origin: https://page.example")
 	if a.header.Get("Access-Control-Allow-Origin") != "*" || a.header.Get("Access-Control-Allow-Credentials") != "" {
 		t.Errorf("sendtoken CORS: %v", a.header)
