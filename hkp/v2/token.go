@@ -122,12 +122,11 @@ func (h *Handler) serveSendToken(w http.ResponseWriter, r *http.Request) {
 	}
 	key := identity.PGPFactor(fp)
 	ans := TokenAnswer{Fingerprint: hex.EncodeToString(fp), Identity: addr, Status: st[addr]}
-	switch ans.Status {
-	case maillink.StatusPublished:
+	switch {
+	case ans.Status == maillink.StatusPublished:
 		writeJSON(w, http.StatusOK, ans)
 		return
-	case maillink.StatusUnpublished, maillink.StatusPending:
-	default:
+	case !maillink.Mailable(identity.EmailVerify, ans.Status):
 		// Not an address of the key, or only of revoked user IDs.
 		Error(w, http.StatusUnprocessableEntity, "the key has no valid user ID with this address")
 		return

@@ -187,12 +187,8 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 	}
 	key := identity.PGPFactor(fp)
 	for _, addr := range addrs {
-		st := resp.Status[addr]
-		if action == identity.EmailVerify && st != StatusUnpublished && st != StatusPending {
-			continue // published or revoked: nothing to mail
-		}
-		if action == identity.EmailWithdraw && st != StatusPublished {
-			continue
+		if !maillink.Mailable(action, resp.Status[addr]) {
+			continue // published or revoked (verify), not published (withdraw): nothing to mail
 		}
 		err := h.emails.RequestEmail(r.Context(), identity.EmailRequest{Action: action, Key: key,
 			Email: identity.EmailFactor(addr), Send: h.mailer.Sender(action, key, addr)})

@@ -89,6 +89,21 @@ func Compose(server string, action identity.EmailAction, key identity.Factor, ad
 // in words, as the mails and the pages that mention it say it.
 func LinkLifetime() string { return fmt.Sprintf("%.0f hours", identity.EmailTokenTTL.Hours()) }
 
+// Mailable reports whether a link for action is worth a mail for an
+// address whose status (Statuses) is st: a verify link while the address
+// is unpublished or pending (a link out may have been lost), a withdraw
+// link while it is published; never for a revoked user ID's address, an
+// address the key does not carry (st empty), or another action.
+func Mailable(action identity.EmailAction, st string) bool {
+	switch action {
+	case identity.EmailVerify:
+		return st == StatusUnpublished || st == StatusPending
+	case identity.EmailWithdraw:
+		return st == StatusPublished
+	}
+	return false
+}
+
 // Pending is what Statuses needs of the identity service to tell the
 // addresses with a verify link out (*identity.Service is one).
 type Pending interface {

@@ -83,3 +83,26 @@ func TestStatusesOfAKeysAddresses(t *testing.T) {
 		}
 	}
 }
+
+func TestMailableOnlyWhereALinkCanChangeSomething(t *testing.T) {
+	for _, c := range []struct {
+		action identity.EmailAction
+		status string
+		want   bool
+	}{
+		{identity.EmailVerify, maillink.StatusUnpublished, true},
+		{identity.EmailVerify, maillink.StatusPending, true},
+		{identity.EmailVerify, maillink.StatusPublished, false},
+		{identity.EmailVerify, maillink.StatusRevoked, false},
+		{identity.EmailVerify, "", false},
+		{identity.EmailWithdraw, maillink.StatusPublished, true},
+		{identity.EmailWithdraw, maillink.StatusUnpublished, false},
+		{identity.EmailWithdraw, maillink.StatusPending, false},
+		{identity.EmailWithdraw, maillink.StatusRevoked, false},
+		{identity.EmailManage, maillink.StatusPublished, false},
+	} {
+		if got := maillink.Mailable(c.action, c.status); got != c.want {
+			t.Errorf("Mailable(%s, %q) = %v, want %v", c.action, c.status, got, c.want)
+		}
+	}
+}
