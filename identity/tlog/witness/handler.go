@@ -131,6 +131,9 @@ type requestError struct {
 	msg    string
 	// known is the size last cosigned, for 409.
 	known int64
+	// outcome names the refusal in the metrics when its status alone
+	// does not (a 409 for a fork is "inconsistent", not "conflict").
+	outcome string
 }
 
 func (e *requestError) Error() string { return e.msg }
@@ -153,6 +156,8 @@ func (h *Handler) addCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	var re *requestError
 	switch {
+	case errors.As(err, &re) && re.outcome != "":
+		h.count(origin, re.outcome)
 	case errors.As(err, &re):
 		h.count(origin, outcomes[re.status])
 	case err != nil:
@@ -241,8 +246,11 @@ func (h *Handler) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 		switch {
 		case old == c.Size:
 			if last.Root != c.Root {
+				// C2SP tlog-witness: "If they don't match, the witness
+				// MUST respond with a 409 Conflict".
 				h.log.Warn("witness: a fork: two checkpoints of one size with different roots", "origin", c.Origin, "size", c.Size, "root", c.Root.String(), "cosigned_root", last.Root.String())
-				return last, refuse(http.StatusUnprocessableEntity, "the checkpoint's root is not the one cosigned for size %d", c.Size)
+				return last, &requestError{status: http.StatusConflict, known: last.Size, outcome: "inconsistent",
+					msg: fmt.Sprintf("the checkpoint's root is not the one cosigned for size %d", c.Size)}
 			}
 		case old > 0:
 			if err := xtlog.CheckTree(proof, c.Size, c.Root, old, last.Root); err != nil {

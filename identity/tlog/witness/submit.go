@@ -300,6 +300,12 @@ func (s *Submitter) addCheckpoint(ctx context.Context, w policy.Witness, signed 
 			s.metrics.request(w.Name, "error")
 			return nil, fmt.Errorf("409 without a size: %q", answer)
 		}
+		if size == old && old == c.Size {
+			// The witness holds the size asked: its 409 says that it
+			// cosigned another root for it (C2SP tlog-witness), a fork.
+			s.metrics.request(w.Name, "inconsistent")
+			return nil, fmt.Errorf("the witness cosigned another root for size %d (409): the log showed it a fork", c.Size)
+		}
 		s.metrics.request(w.Name, "conflict")
 		return nil, errConflict{size}
 	case http.StatusNotFound:

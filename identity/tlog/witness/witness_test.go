@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	xtlog "golang.org/x/mod/sumdb/tlog"
 
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
@@ -188,6 +189,7 @@ func TestWitnessAnswersAsTheSpecSays(t *testing.T) {
 	c8, _ := l.checkpoint(8)
 	forged, _ := impostor.SignCheckpoint(c8)
 	empty, _ := l.key.SignCheckpoint(tlog.Checkpoint{Origin: l.key.Name(), Size: 0, Root: c8.Root})
+	forked8, _ := l.key.SignCheckpoint(tlog.Checkpoint{Origin: l.key.Name(), Size: 8, Root: xtlog.RecordHash([]byte("another tree"))})
 
 	for _, tc := range []struct {
 		name   string
@@ -206,6 +208,9 @@ func TestWitnessAnswersAsTheSpecSays(t *testing.T) {
 		{"old size not the witness's", 0, nil, cp8, http.StatusConflict, "4\n"},
 		{"a bad proof", 4, proof[1:], cp8, http.StatusUnprocessableEntity, ""},
 		{"a good proof", 4, proof, cp8, http.StatusOK, "— witness.example/w "},
+		// The spec: the same size with another root is a 409.
+		{"the same size with another root", 8, nil, forked8, http.StatusConflict, "8\n"},
+		{"the same size and root again", 8, nil, cp8, http.StatusOK, "— witness.example/w "},
 	} {
 		status, body := post(t, url, tc.old, tc.proof, tc.signed)
 		if status != tc.status || !strings.HasPrefix(body, tc.body) {
@@ -332,5 +337,55 @@ func TestSubmitterKeepsCosignaturesBesideABadAnswer(t *testing.T) {
 	}
 	if _, err := p.Verify(got); err != nil {
 		t.Fatalf("quorum of w: %v", err)
+	}
+}
+
+// TestSubmitterCountsASameSizeForkAsInconsistent: a witness's 409 for the
+// very size it was asked from (it cosigned another root for that size,
+// as C2SP tlog-witness answers a fork) is counted and reported as the
+// fork it is, not as a size to catch up from.
+func TestSubmitterCountsASameSizeForkAsInconsistent(t *testing.T) {
+	ctx := context.Background()
+	l := newLog(t, 1, entries("e", 4)...)
+	url, lp := newWitness(t, l.key)
+	reg := prometheus.NewRegistry()
+	sub, err := witness.NewSubmitter(lp, witness.SubmitterOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, signed := l.checkpoint(4)
+	if _, err := lp.Verify(sub.Witness(ctx, signed, c, 0, l.prove(4))); err != nil {
+		t.Fatal(err)
+	}
+	fork := newLog(t, 1, "e0", "e1", "e2", "forged")
+	c, signed = fork.checkpoint(4)
+	if got := sub.Witness(ctx, signed, c, 4, fork.prove(4)); !bytes.Equal(got, signed) {
+		t.Fatalf("the fork was cosigned:\n%s", got)
+	}
+	if status, body := post(t, url, 4, nil, signed); status != http.StatusConflict || body != "4\n" {
+		t.Errorf("the fork asked directly: %d %q, want 409 \"4\\n\"", status, body)
+	}
+	requests := func(outcome string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "kith_log_witness_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() == outcome {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	if requests("inconsistent") != 1 || requests("conflict") != 0 {
+		t.Errorf("requests: %v inconsistent, %v conflict; want 1 and 0", requests("inconsistent"), requests("conflict"))
 	}
 }
