@@ -7,6 +7,7 @@ package v2_test
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"encoding/hex"
 	"net/http"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	v2 "github.com/kith-keyserver/kith/hkp/v2"
 	"github.com/kith-keyserver/kith/identity"
@@ -585,5 +589,55 @@ func TestProviderCorroborationIsPartialConfidence(t *testing.T) {
 		if u.UIDString == "Erin <erin@example.org>" && u.Confidence != v2.ConfidenceVerified {
 			t.Errorf("after the mail link: %+v, want complete confidence", u)
 		}
+	}
+}
+
+// TestByVFingerprintPrefersThePrimaryKey: anyone can bind another
+// person's public key to a key of their own as an encryption subkey (no
+// back-signature is needed for one). Such a key, stored before its
+// victim's, must not be the answer for the victim's fingerprint: the key
+// whose primary key has it is.
+func TestByVFingerprintPrefersThePrimaryKey(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	victim, err := openpgp.NewEntity("Victor", "", "victor@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoRSA, RSABits: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victimKey bytes.Buffer
+	if err := victim.Serialize(&victimKey); err != nil {
+		t.Fatal(err)
+	}
+	mallory, err := openpgp.NewEntity("Mallory", "", "mallory@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grafted := *victim.PrimaryKey
+	grafted.IsSubkey = true
+	sig := &packet.Signature{Version: mallory.PrimaryKey.Version, SigType: packet.SigTypeSubkeyBinding,
+		PubKeyAlgo: mallory.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256, CreationTime: time.Now(),
+		IssuerKeyId: &mallory.PrimaryKey.KeyId, IssuerFingerprint: mallory.PrimaryKey.Fingerprint,
+		FlagsValid: true, FlagEncryptCommunications: true, FlagEncryptStorage: true}
+	if err := sig.SignKey(&grafted, mallory.PrivateKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	mallory.Subkeys = append(mallory.Subkeys, openpgp.Subkey{PublicKey: &grafted, Sig: sig})
+	var malloryKey bytes.Buffer
+	if err := mallory.Serialize(&malloryKey); err != nil {
+		t.Fatal(err)
+	}
+	fp := strings.ToUpper(hex.EncodeToString(victim.PrimaryKey.Fingerprint))
+	// Mallory's key first, so that it is the older row.
+	if a, sub := e.submit(malloryKey.Bytes()); a.code != http.StatusOK || len(sub.Inserted) != 1 {
+		t.Fatalf("mallory's key: %d %s", a.code, a.body)
+	}
+	if a := e.get("/pks/v2/certs/by-vfingerprint/04/" + fp); a.code != http.StatusOK {
+		t.Fatalf("the grafted subkey is not stored (the test needs it): %d %s", a.code, a.body)
+	}
+	if a, sub := e.submit(victimKey.Bytes()); a.code != http.StatusOK || len(sub.Inserted) != 1 {
+		t.Fatalf("victor's key: %d %s", a.code, a.body)
+	}
+	a := e.get("/pks/v2/certs/by-vfingerprint/04/" + fp)
+	if fps, _ := answered(t, a.body); a.code != http.StatusOK || len(fps) != 1 || fps[0] != fp {
+		t.Errorf("by-vfingerprint of victor's key: %d, keys %v, want only %s", a.code, fps, fp)
 	}
 }

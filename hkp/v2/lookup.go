@@ -40,14 +40,21 @@ func (h *Handler) serveByVFingerprint(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusBadRequest, "not a versioned fingerprint: 04 and 40 hex digits, or 06 and 64, without 0x")
 		return
 	}
-	found, ok := h.find(w, r, keys.Query{Fingerprint: fp, Limit: 1, NoUserIDs: true})
+	found, ok := h.find(w, r, keys.Query{Fingerprint: fp, Limit: h.opts.MaxResults, NoUserIDs: true})
 	if !ok {
 		return
 	}
 	// A v4 fingerprint names no v6 key and the other way round: the
 	// version is part of the identifier.
 	found = slices.DeleteFunc(found, func(k keys.Stored) bool { return k.Version != want })
-	writeKeys(w, packetsOf(found), strings.ToUpper(fpr))
+	// Anyone can bind another's public key to their own key as an
+	// encryption subkey (it needs no back-signature): the key whose
+	// primary key has the fingerprint is the answer, whichever was
+	// stored first; else the first key with it as a subkey.
+	if i := slices.IndexFunc(found, func(k keys.Stored) bool { return bytes.Equal(k.Fingerprint, fp) }); i > 0 {
+		found[0] = found[i]
+	}
+	writeKeys(w, packetsOf(found[:min(1, len(found))]), strings.ToUpper(fpr))
 }
 
 // parseVFingerprint reads a version octet in hex and a fingerprint of
