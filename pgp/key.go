@@ -84,6 +84,15 @@ func (k *Key) Fingerprint() []byte {
 	return km.fpr
 }
 
+// Version returns the version of the primary key packet (3, 4 or 6), or
+// 0 if k has none: what pgp.LegacyReadable and ForLegacyClients decide by.
+func (k *Key) Version() int {
+	if len(k.packets) == 0 || k.packets[0].Tag != TagPublicKey || len(k.packets[0].Body) == 0 {
+		return 0
+	}
+	return int(k.packets[0].Body[0])
+}
+
 // ParseKey reads exactly one key from b (binary or armored) with the
 // default reader limits. It does not apply a policy.
 func ParseKey(b []byte) (*Key, error) {

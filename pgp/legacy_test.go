@@ -22,3 +22,20 @@ func TestForLegacyClients(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyVersion(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want int
+	}{
+		{"v6-ed25519.pgp", 6},
+		{"v4-mlkem-subkey.pgp", 4},
+	} {
+		if got := mustParse(t, pqcKey(t, tc.file)).Version(); got != tc.want {
+			t.Errorf("%s: Version() = %d, want %d", tc.file, got, tc.want)
+		}
+	}
+	if got := NewKey(nil).Version(); got != 0 {
+		t.Errorf("a key of no packets: Version() = %d, want 0", got)
+	}
+}
