@@ -26,8 +26,12 @@ func runDump(ctx context.Context, env *environment, args []string) error {
 	if *perFile <= 0 {
 		return fmt.Errorf("%w: --keys-per-file must be positive", errUsage)
 	}
-	if old, _ := filepath.Glob(filepath.Join(*dir, "sks-dump-*.pgp")); len(old) > 0 {
-		return fmt.Errorf("dump: %s already holds a dump (%s); choose an empty directory", *dir, filepath.Base(old[0]))
+	// A dump of v6 keys alone has files only in DIR/v6, which a second
+	// dump would fail on half-way (files are never overwritten).
+	for _, pattern := range []string{filepath.Join(*dir, "sks-dump-*.pgp"), filepath.Join(*dir, bulk.V6Dir, "sks-dump-v6-*.pgp")} {
+		if old, _ := filepath.Glob(pattern); len(old) > 0 {
+			return fmt.Errorf("dump: %s already holds a dump (%s); choose an empty directory", *dir, old[0])
+		}
 	}
 	log := newLogger(env.stderr, cfg)
 	st, err := openExistingStore(ctx, cfg, log, postgres.Options{SkipMigrate: true})
