@@ -40,7 +40,7 @@ var errNoBudget = errors.New("verification budget spent")
 // composite ML-DSA-65+Ed25519 check costs about 2 Ed25519 checks,
 // ML-DSA-87+Ed448 up to 6, SLH-DSA-SHAKE-128s 20, SLH-DSA-SHAKE-256s 48
 // and SLH-DSA-SHAKE-128f, which trades signature size for verification
-// work, 72 (about 10 ms).
+// work, 72 (9,216 units, about 3 ms).
 const (
 	// DefaultMaxVerifyWork is the work the policy spends on one key
 	// (about 90 ms): some 3,800 RSA-2048, 960 RSA-4096 or 60 RSA-16384
