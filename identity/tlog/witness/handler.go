@@ -138,6 +138,18 @@ type requestError struct {
 
 func (e *requestError) Error() string { return e.msg }
 
+// maxQuoted bounds what a refusal quotes of a request: refusals are
+// logged, and a stranger's 64 KiB line must not become a log line.
+const maxQuoted = 128
+
+// clip is b cut to maxQuoted bytes, for a refusal's message.
+func clip(b []byte) []byte {
+	if len(b) > maxQuoted {
+		return b[:maxQuoted]
+	}
+	return b
+}
+
 func refuse(status int, format string, args ...any) *requestError {
 	return &requestError{status: status, msg: fmt.Sprintf(format, args...)}
 }
@@ -198,7 +210,7 @@ func (h *Handler) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 	sizeText, ok := strings.CutPrefix(lines[0], "old ")
 	old, err := strconv.ParseInt(sizeText, 10, 64)
 	if !ok || err != nil || old < 0 || strconv.FormatInt(old, 10) != sizeText {
-		return nil, refuse(http.StatusBadRequest, "bad old size line %q", lines[0])
+		return nil, refuse(http.StatusBadRequest, "bad old size line %q", clip([]byte(lines[0])))
 	}
 	if len(lines)-1 > maxProofLines {
 		return nil, refuse(http.StatusBadRequest, "%d proof lines, at most %d", len(lines)-1, maxProofLines)
@@ -207,14 +219,14 @@ func (h *Handler) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 	for _, l := range lines[1:] {
 		hash, err := xtlog.ParseHash(l)
 		if err != nil {
-			return nil, refuse(http.StatusBadRequest, "bad proof line %q", l)
+			return nil, refuse(http.StatusBadRequest, "bad proof line %q", clip([]byte(l)))
 		}
 		proof = append(proof, hash)
 	}
 	origin, _, _ := bytes.Cut(signed, []byte("\n"))
 	l, ok := h.policy.Log(string(origin))
 	if !ok {
-		return nil, refuse(http.StatusNotFound, "unknown log %q", origin)
+		return nil, refuse(http.StatusNotFound, "unknown log %q", clip(origin))
 	}
 	n, err := note.Open(signed, note.VerifierList(l.Verifier))
 	var unverified *note.UnverifiedNoteError

@@ -389,3 +389,26 @@ func TestSubmitterCountsASameSizeForkAsInconsistent(t *testing.T) {
 		t.Errorf("requests: %v inconsistent, %v conflict; want 1 and 0", requests("inconsistent"), requests("conflict"))
 	}
 }
+
+// TestWitnessRefusalsQuoteLittleOfTheRequest: a refusal, which the
+// witness logs, quotes a stranger's long line only in part.
+func TestWitnessRefusalsQuoteLittleOfTheRequest(t *testing.T) {
+	l := newLog(t, 1, entries("e", 4)...)
+	url, _ := newWitness(t, l.key)
+	long := strings.Repeat("x", 32<<10)
+	for name, body := range map[string]string{
+		"old size line": "old " + long + "\n\nlog.example/log\n",
+		"proof line":    "old 1\n" + long + "\n\nlog.example/log\n",
+		"unknown log":   "old 0\n\n" + long + "\n",
+	} {
+		resp, err := http.Post(url+"/add-checkpoint", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 400 || len(b) > 512 {
+			t.Errorf("%s: %d with %d bytes of answer", name, resp.StatusCode, len(b))
+		}
+	}
+}
