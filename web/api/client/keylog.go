@@ -98,12 +98,18 @@ func (c *Client) keysInLog(ctx context.Context, opts KeysOptions, log *slog.Logg
 // checkpointOpeners returns how a served checkpoint is opened: with the
 // log key, and with a policy also by its quorum of witnesses; and how
 // the checkpoint seen last is (by the log's signature alone: its
-// cosignatures were checked when it was served).
+// cosignatures were checked when it was served). A policy stands for
+// the log key only when it lists one log: of several, the server could
+// answer with another log's checkpoint and records, where the handle
+// may be someone else's.
 func checkpointOpeners(logKey string, p *policy.Policy) (served, seen OpenCheckpoint, err error) {
 	if logKey != "" {
 		if err := tlog.CheckVerifierKey(logKey); err != nil {
 			return nil, nil, err
 		}
+	}
+	if logKey == "" && p != nil && len(p.Logs) != 1 {
+		return nil, nil, fmt.Errorf("the log policy lists %d logs: give the log key of the server's", len(p.Logs))
 	}
 	byKey := func(signed []byte) (tlog.Checkpoint, error) { return tlog.OpenCheckpoint(signed, logKey) }
 	switch {

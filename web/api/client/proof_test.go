@@ -327,6 +327,27 @@ func TestAuthorizedKeysWithLogPolicyNeedsTheQuorum(t *testing.T) {
 	if err != nil || !strings.Contains(out, k.Pub) {
 		t.Fatalf("a cosigned checkpoint: %v %q\n%s", err, out, log)
 	}
+	// A policy of two logs names no one log to believe: the server could
+	// answer from the other one, where alice may be someone else.
+	other, err := tlog.NewKey("other.example/log", bytes.Repeat([]byte{3}, tlog.SeedSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := policy.Parse(fmt.Appendf(nil, "log %s\nlog %s\nwitness w1 %s\nquorum w1\n",
+		srv.log.Key().VerifierKey(), other.VerifierKey(), w.VerifierKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.LogPolicy = two
+	out, log, err = keysAt(t, srv.url, opts)
+	if !errors.Is(err, client.ErrNoKeys) || out != "" || !strings.Contains(log, "lists 2 logs") {
+		t.Fatalf("a policy of two logs without a log key: %v %q\n%s", err, out, log)
+	}
+	opts.LogKey = srv.log.Key().VerifierKey()
+	out, log, err = keysAt(t, srv.url, opts)
+	if err != nil || !strings.Contains(out, k.Pub) {
+		t.Fatalf("a policy of two logs with the log key: %v %q\n%s", err, out, log)
+	}
 }
 
 // TestAddressBundlesProveVerifiedKeys: VKS by-email and WKD answer
