@@ -76,14 +76,16 @@ func (c *Client) ProofBundle(ctx context.Context, path string, last *tlog.Checkp
 	return status, &pb, nil
 }
 
-// CheckBundle checks b, the bundle of an answer about handle h (or, for
-// a key served by address, that address, h then unused): its
-// checkpoint opens with open, is consistent with last (when not nil) by
-// the bundle's consistency proof, and every record re-verifies, is
-// included in the checkpoint by its tlog-proof, and, with the others
-// given for the same factor, links that factor to h at now
-// (verify.Justifies). Any failure is ErrBadProof. A factor whose records
-// are newer than the checkpoint is Pending, not proven.
+// CheckBundle checks b, the bundle of an answer about handle h, or, h
+// empty, of an answer by address (each key then names the address a
+// record verifies for it, in b.Keys; the caller checks that it is the
+// address asked): its checkpoint opens with open, is consistent with
+// last (when not nil) by the bundle's consistency proof, and every
+// record re-verifies, is included in the checkpoint by its tlog-proof,
+// and, with the others given for the same factor, links that factor to
+// h at now (verify.Justifies) or verifies its address. Any failure is
+// ErrBadProof. A factor whose records are newer than the checkpoint is
+// Pending, not proven.
 func CheckBundle(b *api.ProofBundle, h identity.Handle, open OpenCheckpoint, last *tlog.Checkpoint, now time.Time) (*CheckedBundle, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadProof, fmt.Sprintf(format, args...))
@@ -165,6 +167,13 @@ func CheckBundle(b *api.ProofBundle, h identity.Handle, open OpenCheckpoint, las
 		if wait {
 			out.Pending[f.String()] = true
 			continue
+		}
+		switch {
+		case h != "" && k.Address != "":
+			// A mail verification links a key to an address, not to h.
+			return nil, bad("%s: given for the address %s in an answer about %s", f, k.Address, h)
+		case h == "" && k.Address == "":
+			return nil, bad("%s: no address in an answer by address", f)
 		}
 		if k.Address != "" {
 			if !verifiedFor(f, identity.EmailFactor(k.Address), recs, now) {

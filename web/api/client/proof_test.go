@@ -408,6 +408,14 @@ func TestAddressBundlesProveVerifiedKeys(t *testing.T) {
 			t.Fatalf("%s: a bundle without its answer", path)
 		}
 		b = fetch()
+		if _, err := client.CheckBundle(b, "alice", open, nil, now); !errors.Is(err, client.ErrBadProof) {
+			t.Errorf("%s: an address's verification as a handle's link: %v", path, err)
+		}
+		b.Keys[0].Address = ""
+		if _, err := client.CheckBundle(b, "", open, nil, now); !errors.Is(err, client.ErrBadProof) {
+			t.Errorf("%s: a key without its address: %v", path, err)
+		}
+		b = fetch()
 		b.Keys[0].Address = "mallory@example.org"
 		if _, err := client.CheckBundle(b, "", open, nil, now); !errors.Is(err, client.ErrBadProof) {
 			t.Errorf("%s: another address: %v", path, err)
