@@ -106,7 +106,7 @@ func (h *Handler) serveSendToken(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusBadRequest, "identity: an email address")
 		return
 	}
-	stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
+	stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 	if err != nil {
 		h.fail(w, r, "find key", err)
 		return

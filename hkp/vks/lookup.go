@@ -66,7 +66,7 @@ func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
 	var served []identity.Factor
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
-		ks, err := h.servable(r, keys.Query{Fingerprint: fp, Limit: 1})
+		ks, err := h.servable(r, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 		if err != nil {
 			h.fail(w, r, "find key", err)
 			return

@@ -230,7 +230,7 @@ func (h *Handler) serveMailRequest(w http.ResponseWriter, r *http.Request, actio
 func (h *Handler) response(r *http.Request, fp []byte) (Response, *keys.Stored, error) {
 	resp := Response{KeyFpr: identity.PGPFactor(fp).Value, Status: map[string]string{},
 		Token: h.uploadToken(fp, h.opts.Now())}
-	stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
+	stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 	if err != nil {
 		return resp, nil, err
 	}

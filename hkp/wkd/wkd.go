@@ -150,7 +150,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 	var factors []identity.Factor
 	for _, f := range fps {
 		fp, _ := hex.DecodeString(f.Value)
-		stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprint: fp, Limit: 1})
+		stored, _, err := h.keys.FindKeys(r.Context(), keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 		if err != nil {
 			h.fail(w, r, err)
 			return
