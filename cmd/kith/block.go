@@ -217,7 +217,7 @@ func defaultActor(environ []string) string {
 
 // storedKey returns the stored key with primary fingerprint fp, or nil.
 func storedKey(ctx context.Context, st *postgres.Store, fp []byte) (*pgp.Key, error) {
-	keys, _, err := st.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
+	keys, _, err := st.FindKeys(ctx, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("block: %w", err)
 	}

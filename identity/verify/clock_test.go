@@ -76,15 +76,20 @@ func (s *keyStore) put(t testing.TB, b []byte) []byte {
 	return applied.Fingerprint()
 }
 
-// FindKeys answers a query by primary fingerprint.
+// FindKeys answers a query by primary fingerprint (Fingerprint, or the
+// first of Fingerprints).
 func (s *keyStore) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.keys[string(q.Fingerprint)]
+	fp := q.Fingerprint
+	if len(fp) == 0 && len(q.Fingerprints) > 0 {
+		fp = q.Fingerprints[0]
+	}
+	b, ok := s.keys[string(fp)]
 	if !ok {
 		return nil, false, nil
 	}
-	return []keys.Stored{{Fingerprint: bytes.Clone(q.Fingerprint), Packets: bytes.Clone(b)}}, false, nil
+	return []keys.Stored{{Fingerprint: bytes.Clone(fp), Packets: bytes.Clone(b)}}, false, nil
 }
 
 // testKey is an OpenPGP key with its private parts, to sign statements

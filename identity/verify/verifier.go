@@ -65,7 +65,10 @@ func (v *Verifier) StoredKey(ctx context.Context, fingerprint string) (*pgp.Key,
 		return nil, identity.RefuseErr(identity.CodeBadFactor, err, "bad fingerprint")
 	}
 	fp, _ := hex.DecodeString(f.Value)
-	keys, _, err := v.Keys.FindKeys(ctx, keys.Query{Fingerprint: fp, Limit: 2})
+	// By the primary fingerprint alone: anyone may store keys carrying fp
+	// as an encryption subkey (it needs no back-signature), and they must
+	// not hide the key itself.
+	keys, _, err := v.Keys.FindKeys(ctx, keys.Query{Fingerprints: [][]byte{fp}, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("verify: find key %s: %w", f.Value, err)
 	}
