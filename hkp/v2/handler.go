@@ -156,7 +156,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	}
 	categories := lookups
 	if h.opts.PrefixLog != nil {
-		Handle(mux, "GET", p+"prefixlog/{date}", h.opts.PrefixLog)
+		Handle(mux, "GET", p+"prefixlog/{date}", h.recover(h.opts.PrefixLog.ServeHTTP))
 		categories = append(categories[:len(categories):len(categories)], "prefixlog")
 	}
 	for _, c := range categories {
