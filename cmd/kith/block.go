@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -97,24 +98,16 @@ func runBlock(ctx context.Context, env *environment, args []string) error {
 	if (verb == "add" || verb == "remove") && strings.TrimSpace(*reason) == "" {
 		return fmt.Errorf("%w: kith block %s needs --reason", errUsage, verb)
 	}
-	actor := *by
-	if actor == "" {
-		actor = defaultActor(env.environ)
-	}
-
+	actor := actorOr(*by, env)
 	log := newLogger(env.stderr, cfg)
-	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
+	// A removed or reduced key drops the identity links it carried, as
+	// any key change does (the keys Service), and the identity Service
+	// erases what the log's records about it hold of a person.
+	st, svc, err := openOperatorStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	// A removed or reduced key drops the identity links it carried, as
-	// any key change does (the keys Service), and the identity Service
-	// erases what the log's records about it hold of a person.
-	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy())
-	if err != nil {
-		return fmt.Errorf("block: %w", err)
-	}
 	ks := keys.NewService(st.Store, keys.Options{Policy: pgp.DefaultPolicy(), Identities: svc, Logger: log})
 
 	switch verb {
@@ -201,6 +194,30 @@ func packetSuffix(hash []byte) string {
 }
 
 // defaultActor names the operator as USER@HOST.
+// actorOr returns by, or when it is empty the system user running the
+// command (defaultActor): who an operator command records as acting.
+func actorOr(by string, env *environment) string {
+	if by != "" {
+		return by
+	}
+	return defaultActor(env.environ)
+}
+
+// openOperatorStore opens the existing store of an operator command and
+// the identity Service over it; the caller closes the store.
+func openOperatorStore(ctx context.Context, cfg Config, log *slog.Logger) (*openedStore, *identity.Service, error) {
+	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy())
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("identity service: %w", err)
+	}
+	return st, svc, nil
+}
+
 func defaultActor(environ []string) string {
 	user := "unknown"
 	for _, kv := range environ {

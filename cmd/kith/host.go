@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/kith-keyserver/kith/identity"
-	"github.com/kith-keyserver/kith/identity/postgres"
 )
 
 const hostUsage = `host release NAME --reason TEXT [--by NAME]
@@ -53,20 +52,13 @@ func runHost(ctx context.Context, env *environment, args []string) error {
 	if strings.TrimSpace(*reason) == "" {
 		return fmt.Errorf("%w: kith host release needs --reason", errUsage)
 	}
-	actor := *by
-	if actor == "" {
-		actor = defaultActor(env.environ)
-	}
+	actor := actorOr(*by, env)
 	log := newLogger(env.stderr, cfg)
-	st, err := openExistingStore(ctx, cfg, log, postgres.Options{})
+	st, svc, err := openOperatorStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	svc, err := newIdentityService(st.Store, cfg.serverName(), cfg.hostPolicy())
-	if err != nil {
-		return fmt.Errorf("host release: %w", err)
-	}
 	name := identity.FoldHostName(rest[0])
 	released, err := svc.ReleaseHost(ctx, name)
 	if err != nil {
