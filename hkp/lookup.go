@@ -283,7 +283,8 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		if more {
 			return h.tooMany(l), fps, "too_many"
 		}
-		ks = forLegacyClients(ks)
+		// gpg, above all, refuses the whole answer at a v6 packet.
+		ks, _ = pgp.KeepForLegacyClients(ks, []struct{}(nil), func(i int) int { return ks[i].Version })
 		if ks[0].Packets == nil {
 			return h.streamedGetAnswer(ks), fps, "found"
 		}
@@ -295,24 +296,6 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		}
 		return a, fps, "found"
 	}
-}
-
-// forLegacyClients keeps the keys of a get answer that its clients, gpg
-// above all, are sent (pgp.ForLegacyClients): no v6 key beside one gpg
-// reads, since gpg refuses the whole answer at a v6 packet.
-func forLegacyClients(ks []keys.Stored) []keys.Stored {
-	versions := make([]int, len(ks))
-	for i := range ks {
-		versions[i] = ks[i].Version
-	}
-	send := pgp.ForLegacyClients(versions)
-	out := ks[:0:0]
-	for i := range ks {
-		if send[i] {
-			out = append(out, ks[i])
-		}
-	}
-	return out
 }
 
 // verifiedEmailKeys returns the keys for which email is verified by mail,

@@ -48,3 +48,25 @@ func ForLegacyClients(versions []int) (send []bool) {
 	}
 	return send
 }
+
+// KeepForLegacyClients returns the items of an answer that
+// ForLegacyClients sends, in order, version(i) giving the version of
+// items[i]'s primary key; and the same entries of along (what each item
+// is served for, say), which may be nil.
+func KeepForLegacyClients[T, U any](items []T, along []U, version func(i int) int) ([]T, []U) {
+	versions := make([]int, len(items))
+	for i := range items {
+		versions[i] = version(i)
+	}
+	var keptItems []T
+	var keptAlong []U
+	for i, send := range ForLegacyClients(versions) {
+		if send {
+			keptItems = append(keptItems, items[i])
+			if along != nil {
+				keptAlong = append(keptAlong, along[i])
+			}
+		}
+	}
+	return keptItems, keptAlong
+}

@@ -39,3 +39,20 @@ func TestKeyVersion(t *testing.T) {
 		t.Errorf("a key of no packets: Version() = %d, want 0", got)
 	}
 }
+
+// TestKeepForLegacyClients: the kept items, and the same entries of
+// along, follow ForLegacyClients in answer order; a nil along stays nil.
+func TestKeepForLegacyClients(t *testing.T) {
+	versions := []int{6, 4, 6, 3}
+	items := []string{"v6a", "v4", "v6b", "v3"}
+	along := []int{0, 1, 2, 3}
+	got, gotAlong := KeepForLegacyClients(items, along, func(i int) int { return versions[i] })
+	if !slices.Equal(got, []string{"v4", "v3"}) || !slices.Equal(gotAlong, []int{1, 3}) {
+		t.Errorf("mixed answer: kept %q, %v", got, gotAlong)
+	}
+	only6 := []int{6, 6}
+	got, gotAlong = KeepForLegacyClients(items[:2], []int(nil), func(i int) int { return only6[i] })
+	if !slices.Equal(got, items[:2]) || gotAlong != nil {
+		t.Errorf("all-v6 answer: kept %q, %v", got, gotAlong)
+	}
+}

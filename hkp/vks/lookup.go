@@ -76,7 +76,9 @@ func (h *Handler) serveByEmail(w http.ResponseWriter, r *http.Request) {
 			served = append(served, f)
 		}
 	}
-	found, served = forLegacyClients(found, served)
+	// People pipe VKS answers into gpg --import too, and gpg refuses a
+	// whole answer at a v6 key; a v6 key asked for alone is sent whole.
+	found, served = pgp.KeepForLegacyClients(found, served, func(i int) int { return found[i].Version() })
 	if r.URL.Query().Get("proof") == "1" {
 		h.serveProof(w, r, found, served, addr)
 		return
@@ -137,31 +139,8 @@ func (h *Handler) serveKeys(w http.ResponseWriter, r *http.Request, q keys.Query
 		h.fail(w, r, "find key", err)
 		return
 	}
-	keys, _ = forLegacyClients(keys, nil)
+	keys, _ = pgp.KeepForLegacyClients(keys, []identity.Factor(nil), func(i int) int { return keys[i].Version() })
 	h.writeKeys(w, keys, "No key found for "+what)
-}
-
-// forLegacyClients keeps the keys of an answer of several (by address, by
-// key ID) that pgp.ForLegacyClients sends, and the factors they are served
-// for when served is not nil: people pipe VKS answers into gpg --import
-// too, and gpg refuses a whole answer at a v6 key. A v6 key asked for
-// alone is sent whole.
-func forLegacyClients(ks []*pgp.Key, served []identity.Factor) ([]*pgp.Key, []identity.Factor) {
-	versions := make([]int, len(ks))
-	for i, k := range ks {
-		versions[i] = k.Version()
-	}
-	var keptKeys []*pgp.Key
-	var keptServed []identity.Factor
-	for i, send := range pgp.ForLegacyClients(versions) {
-		if send {
-			keptKeys = append(keptKeys, ks[i])
-			if served != nil {
-				keptServed = append(keptServed, served[i])
-			}
-		}
-	}
-	return keptKeys, keptServed
 }
 
 // servable finds the keys q selects and cuts each down to its verified

@@ -169,26 +169,20 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, domain, hash 
 			factors = append(factors, f)
 		}
 	}
-	var out bytes.Buffer
-	var served []identity.Factor
-	for i, send := range pgp.ForLegacyClients(versions) {
-		if send {
-			out.Write(found[i])
-			served = append(served, factors[i])
-		}
-	}
-	if out.Len() == 0 {
+	found, served := pgp.KeepForLegacyClients(found, factors, func(i int) int { return versions[i] })
+	body := bytes.Join(found, nil)
+	if len(body) == 0 {
 		notFound(w)
 		return
 	}
 	if r.URL.Query().Get("proof") == "1" {
-		h.serveProof(w, r, out.Bytes(), served, addr)
+		h.serveProof(w, r, body, served, addr)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.Write(out.Bytes())
+	w.Write(body)
 }
 
 func notFound(w http.ResponseWriter) {

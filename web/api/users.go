@@ -242,7 +242,7 @@ func (h *Handler) renderWith(r *http.Request, ext string, all bool, id identity.
 		}
 		// gpg --fetch-keys is this answer's client, and gpg refuses a whole
 		// answer at a v6 key: the legacy rule decides (pgp.ForLegacyClients).
-		keys, served = forLegacyClients(keys, served)
+		keys, served = pgp.KeepForLegacyClients(keys, served, func(i int) int { return keys[i].Version() })
 		var b bytes.Buffer
 		if len(keys) > 0 {
 			if err := pgp.WriteArmored(&b, keys...); err != nil {
@@ -252,25 +252,6 @@ func (h *Handler) renderWith(r *http.Request, ext string, all bool, id identity.
 		return cached{status: http.StatusOK, ctype: "application/pgp-keys", body: b.Bytes()}, served, nil
 	}
 	return cached{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: AuthorizedKeys(a, all)}, provenFactors(a, identity.KindSSH), nil
-}
-
-// forLegacyClients keeps the keys of a .gpg answer (and the factors they
-// are served for) that pgp.ForLegacyClients sends: no v6 key beside one
-// gpg reads.
-func forLegacyClients(ks []*pgp.Key, served []identity.Factor) ([]*pgp.Key, []identity.Factor) {
-	versions := make([]int, len(ks))
-	for i, k := range ks {
-		versions[i] = k.Version()
-	}
-	var keptKeys []*pgp.Key
-	var keptServed []identity.Factor
-	for i, send := range pgp.ForLegacyClients(versions) {
-		if send {
-			keptKeys = append(keptKeys, ks[i])
-			keptServed = append(keptServed, served[i])
-		}
-	}
-	return keptKeys, keptServed
 }
 
 // serveUserProof answers a lookup of handle asked with ?proof=1.
