@@ -120,7 +120,8 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("POST /vks/v1/request-withdraw", h.recover(h.serveRequestWithdraw))
 }
 
-// recover turns a panic into a 500 that says nothing of it.
+// recover turns a panic into a 500 that says nothing of it. It and fail
+// log the route's pattern, never the path, which may hold an address.
 func (h *Handler) recover(fn http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -128,7 +129,7 @@ func (h *Handler) recover(fn http.HandlerFunc) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				h.log.Error("vks: panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				h.log.Error("vks: panic", "route", r.Pattern, "panic", v, "stack", string(debug.Stack()))
 				jsonError(w, http.StatusInternalServerError, "internal error")
 			}
 		}()

@@ -196,7 +196,7 @@ func (h *Handler) writeKeys(w http.ResponseWriter, keys []*pgp.Key, notFound str
 // fail logs an internal failure and answers 500 without its detail.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	if r.Context().Err() == nil {
-		h.log.Error("vks: "+what, "path", r.URL.Path, "err", err)
+		h.log.Error("vks: "+what, "route", r.Pattern, "err", err)
 	}
 	textError(w, http.StatusInternalServerError, "internal error: try again later")
 }

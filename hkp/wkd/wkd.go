@@ -194,7 +194,7 @@ func notFound(w http.ResponseWriter) {
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() == nil {
-		h.log.Error("wkd: lookup", "path", r.URL.Path, "err", err)
+		h.log.Error("wkd: lookup", "route", r.Pattern, "err", err)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusInternalServerError)
