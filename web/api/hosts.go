@@ -95,7 +95,7 @@ func KnownHosts(name string, a *identity.Assessment) []byte {
 // host certificates of the host name patterns, each also with any port
 // ("[PATTERN]:*", as ssh looks up a host on a port other than 22).
 func (h *Handler) certAuthorityLine(patterns []string) ([]byte, error) {
-	line, err := h.caKeyLine()
+	line, err := h.caKeyLineNamed("SSH CA of ")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,6 @@ func (h *Handler) certAuthorityLine(patterns []string) ([]byte, error) {
 	for _, p := range patterns {
 		names = append(names, p, "["+p+"]:*")
 	}
-	line = bytes.Replace(line, []byte("SSH user CA of "), []byte("SSH CA of "), 1)
 	return append([]byte("@cert-authority "+strings.Join(names, ",")+" "), line...), nil
 }
 

@@ -71,6 +71,12 @@ func logURL(seq int64) string { return fmt.Sprintf("/api/v1/log?after=%d&limit=1
 // caKeyLine is the CA's public key as a TrustedUserCAKeys line, or nil
 // without a CA.
 func (h *Handler) caKeyLine() ([]byte, error) {
+	return h.caKeyLineNamed("SSH user CA of ")
+}
+
+// caKeyLineNamed is the CA's public key line with the comment kind and
+// the server's name.
+func (h *Handler) caKeyLineNamed(kind string) ([]byte, error) {
 	blob := h.svc.CAPublicKey()
 	if blob == nil {
 		return nil, identity.Refuse(identity.CodeCADisabled, "this server issues no SSH certificates")
@@ -79,7 +85,7 @@ func (h *Handler) caKeyLine() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: CA key: %w", err)
 	}
-	return ssh.MarshalAuthorizedKey(&ssh.Key{Public: pub, Comment: "SSH user CA of " + h.svc.Server()}), nil
+	return ssh.MarshalAuthorizedKey(&ssh.Key{Public: pub, Comment: kind + h.svc.Server()}), nil
 }
 
 func (h *Handler) postCertificate(w http.ResponseWriter, r *http.Request) error {
