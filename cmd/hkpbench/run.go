@@ -5,14 +5,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -182,44 +180,39 @@ type workerResult struct {
 }
 
 func load(ctx context.Context, cfg runConfig) result {
-	tr := &http.Transport{
-		MaxIdleConns:        cfg.clients,
-		MaxIdleConnsPerHost: cfg.clients,
-		MaxConnsPerHost:     cfg.clients,
-		DisableCompression:  true,
-		IdleConnTimeout:     time.Minute,
-	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	// Redirects could lead off loopback: refuse them.
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-	// one makes request i of the list.
-	one := func(i int, wr *workerResult, measure bool) {
-		start := time.Now()
-		var req *http.Request
+	// Every request is written out before the clocks start.
+	reqs := make([]wireRequest, cfg.items())
+	var host string
+	for i := range reqs {
+		var h string
 		var err error
 		if len(cfg.bodies) > 0 {
-			req, err = http.NewRequestWithContext(ctx, "POST", cfg.urls[0], bytes.NewReader(cfg.bodies[i]))
-			if err == nil {
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			}
+			h, reqs[i], err = newWireRequest(cfg.urls[0], cfg.bodies[i])
 		} else {
-			req, err = http.NewRequestWithContext(ctx, "GET", cfg.urls[i], nil)
+			h, reqs[i], err = newWireRequest(cfg.urls[i], nil)
 		}
-		if err == nil {
-			var res *http.Response
-			res, err = client.Do(req)
-			if err == nil {
-				n, cerr := io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				err = cerr
-				if measure {
-					wr.codes[res.StatusCode]++
-					wr.bytes += n
-				}
-			}
+		if err == nil && host != "" && h != host {
+			err = fmt.Errorf("%s and %s: one run loads one server", host, h)
 		}
+		if err != nil {
+			return result{codes: map[int]int{}, errors: 1, firstErr: err}
+		}
+		host = h
+	}
+	conns := make([]*wireConn, cfg.clients)
+	for i := range conns {
+		conns[i] = &wireConn{host: host, timeout: 30 * time.Second}
+	}
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+
+	// one makes request i of the list on client w's connection.
+	one := func(w, i int, wr *workerResult, measure bool) {
+		start := time.Now()
+		status, n, err := conns[w].do(reqs[i])
 		if !measure {
 			return
 		}
@@ -230,6 +223,8 @@ func load(ctx context.Context, cfg runConfig) result {
 			}
 			return
 		}
+		wr.codes[status]++
+		wr.bytes += n
 		wr.latencies = append(wr.latencies, time.Since(start))
 	}
 
@@ -243,7 +238,7 @@ func load(ctx context.Context, cfg runConfig) result {
 				defer wg.Done()
 				var wr workerResult
 				for i := w; i < cfg.items() && wctx.Err() == nil; i += cfg.clients {
-					one(i, &wr, false)
+					one(w, i, &wr, false)
 				}
 			}()
 		}
@@ -274,10 +269,10 @@ func load(ctx context.Context, cfg runConfig) result {
 					if n > int64(cfg.items()) {
 						return
 					}
-					one(int(n-1), wr, true)
+					one(w, int(n-1), wr, true)
 					continue
 				}
-				one(i%cfg.items(), wr, true)
+				one(w, i%cfg.items(), wr, true)
 			}
 		}()
 	}
