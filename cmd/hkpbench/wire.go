@@ -99,8 +99,10 @@ func (c *wireConn) exchange(req wireRequest) (int, int64, error) {
 	}
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
-		if len(line) == 0 && (err == io.EOF || errors.Is(err, net.ErrClosed)) {
-			return 0, 0, errNoAnswer
+		if len(line) == 0 {
+			// Closed or reset before a byte of the answer: SKS closes a
+			// kept-alive connection after a while without saying so.
+			return 0, 0, fmt.Errorf("%w: %v", errNoAnswer, err)
 		}
 		return 0, 0, fmt.Errorf("status line: %w", err)
 	}
