@@ -183,16 +183,14 @@ func (s *Store) AddBlock(ctx context.Context, b identity.Block) (identity.BlockO
 			outcome = identity.BlockKeyUnchanged
 			return nil
 		}
-		if err := updateKeys(ctx, tx, []*pendingKey{p}); err != nil {
-			return err
-		}
-		if err := writeComponents(ctx, tx, []*pendingKey{p}); err != nil {
-			return err
-		}
 		// An operator's action is rare: notified inside its transaction.
+		batch := &pgx.Batch{}
+		queueKeyUpdates(batch, []*pendingKey{p})
+		queueComponents(batch, []*pendingKey{p})
 		sql, args := notification([]*pendingKey{p})
-		if _, err := tx.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("notify: %w", err)
+		batch.Queue(sql, args...)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("rewrite key: %w", err)
 		}
 		outcome = identity.BlockKeyCleaned
 		if p.tomb {

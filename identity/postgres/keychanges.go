@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -31,12 +30,13 @@ func notification(ps []*pendingKey) (string, []any) {
 	return "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", []any{KeyChangesChannel, payloads}
 }
 
-// afterKeyWrite runs on the write's connection (writeTx) once it has
-// committed, in one round trip: it tells every node of the keys the write
-// changed, and marks those no identity names (pendingKey.unlinked), so
-// that the keys Service refreshes the links of the others only, without
-// a query of its own (which, beside many lookups, waited for a
-// connection longer than the write took).
+// afterKeyWrite is what follows a key write's COMMIT in the same round
+// trip (writeTxn.commit), each statement in a transaction of its own and
+// only when the write committed: it tells every node of the keys the
+// write changed, and reads which of them an identity names, so that the
+// keys Service refreshes the links of those only, without a query of its
+// own (which, beside many lookups, waited for a connection longer than
+// the write took). readAfterKeyWrite reads the answers.
 //
 // The notification runs after the commit, in a transaction of its own:
 // PostgreSQL serialises the commits of notifying transactions, WAL flush
@@ -47,18 +47,22 @@ func notification(ps []*pendingKey) (string, []any) {
 // store (at their next reconnect); the store itself is whole either way.
 // The links are read after the commit too, as identity.Service.SyncKeys
 // reads them: a link made meanwhile either is seen here or sees the key.
-func (s *Store) afterKeyWrite(ctx context.Context, conn *pgxpool.Conn, ps []*pendingKey) {
-	ctx = context.WithoutCancel(ctx)
+func afterKeyWrite(ps []*pendingKey) *pgx.Batch {
 	sql, args := notification(ps)
 	values := make([]string, len(ps))
 	for i, p := range ps {
 		values[i] = identity.PGPFactor(p.fp).Value
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(sql, args...)
-	batch.Queue(linkedKeysSQL, values)
-	br := conn.SendBatch(ctx, batch)
-	defer br.Close()
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(linkedKeysSQL, values)
+	return b
+}
+
+// readAfterKeyWrite reads the answers of afterKeyWrite's statements and
+// marks the keys no identity names (pendingKey.unlinked). A failure is
+// logged, never returned: the write has committed.
+func (s *Store) readAfterKeyWrite(br pgx.BatchResults, ps []*pendingKey) {
 	if _, err := br.Exec(); err != nil {
 		s.log.Warn("postgres: notifying key changes", "keys", len(ps), "err", err)
 	}
@@ -74,8 +78,8 @@ func (s *Store) afterKeyWrite(ctx context.Context, conn *pgxpool.Conn, ps []*pen
 	for _, v := range linked {
 		named[v] = true
 	}
-	for i, p := range ps {
-		p.unlinked = !named[values[i]]
+	for _, p := range ps {
+		p.unlinked = !named[identity.PGPFactor(p.fp).Value]
 	}
 }
 

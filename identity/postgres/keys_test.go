@@ -12,6 +12,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -556,5 +557,73 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 		if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
 			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
 		}
+	}
+}
+
+// Two nodes (two stores on one database, each with its own group
+// transactions) upload the same new keys at once, a few at a time: both
+// find no stored key, both insert, and the second's insert fails on the
+// unique fingerprint when the first commits. Its whole transaction is
+// rerun with fresh reads, so each key ends up stored once and whole, one
+// node learns it inserted it and the other that it was already there.
+func TestConcurrentSmallBatchesOfTheSameNewKeysFromTwoNodes(t *testing.T) {
+	const n = 24
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	var stores [2]*postgres.Store
+	for i := range stores {
+		s, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	g := keygen.New(94)
+	for round := range 4 {
+		ks := make([]*pgp.Key, n/4)
+		for i := range ks {
+			ks[i] = typicalKey(t, g, round*len(ks)+i)
+		}
+		var wg sync.WaitGroup
+		results := make([][]keys.Written, 2)
+		errs := make([]error, 2)
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[w], errs[w] = stores[w].AddKeys(ctx, ks)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range ks {
+			a, b := results[0][i].Change, results[1][i].Change
+			if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
+				t.Fatalf("round %d, key %d: %v and %v, want one inserted and one unchanged", round, i, a, b)
+			}
+			found, _, err := stores[1].FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
+			if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
+				t.Fatalf("round %d, key %d not stored whole: %d %v", round, i, len(found), err)
+			}
+		}
+	}
+	// No row of a lost insert is left behind.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var keyRows, uidKeys, wordKeys, subKeys int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM keys), (SELECT count(DISTINCT key_ref) FROM user_ids),
+		(SELECT count(DISTINCT key_ref) FROM key_words), (SELECT count(DISTINCT key_ref) FROM subkeys)`).Scan(&keyRows, &uidKeys, &wordKeys, &subKeys); err != nil {
+		t.Fatal(err)
+	}
+	if keyRows != n || uidKeys != n || wordKeys != n || subKeys > n {
+		t.Fatalf("%d keys rows; user IDs of %d keys, words of %d, subkeys of %d; want %d", keyRows, uidKeys, wordKeys, subKeys, n)
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/pgp"
@@ -108,18 +107,27 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 	}
 
 	var changed []*pendingKey
-	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+	small := len(order) <= smallBatch
+	err := s.writeTx(ctx, func(ctx context.Context, tx *writeTxn) error {
 		policy := s.policy
 		policy.Issuers = issuerKeys(ctx, tx)
 		policy.Budget = keys.VerifyBudgetOf(ctx)
-		// One round trip: the blocklist lock, the blocks, and the stored
-		// keys, locked for the merge.
+		// One round trip with the BEGIN: the blocklist lock, the blocks,
+		// the stored keys, locked for the merge, and for a small batch an
+		// id for each key that may be new, so that its rows can be
+		// written without waiting for the keys row's id.
 		batch := &pgx.Batch{}
 		batch.Queue(blocklistLock, blockLockSpace, fps)
 		batch.Queue(blocksQuery, fps)
 		batch.Queue(`SELECT id, fingerprint, digest, packets FROM keys
 			WHERE fingerprint = ANY($1) ORDER BY fingerprint FOR UPDATE`, fps)
-		br := tx.SendBatch(ctx, batch)
+		if small {
+			batch.Queue(allocateKeyIDs, len(order))
+		}
+		br, err := tx.SendBatch(ctx, batch)
+		if err != nil {
+			return err
+		}
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("lock blocklist: %w", err)
@@ -154,6 +162,12 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read stored keys: %w", err)
+		}
+		var ids []int64
+		if small {
+			if ids, err = readKeyIDs(br, len(order)); err != nil {
+				return err
+			}
 		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("read stored keys: %w", err)
@@ -202,18 +216,55 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 			p.key, p.id, p.old, p.change = merged, st.id, st.digest, keys.Updated
 			updates = append(updates, p)
 		}
-		if err := insertKeys(ctx, tx, inserts); err != nil {
-			return err
-		}
-		if err := updateKeys(ctx, tx, updates); err != nil {
-			return err
-		}
 		changed = append(inserts, updates...)
-		return writeComponents(ctx, tx, changed)
-	}, func(conn *pgxpool.Conn) {
-		if len(changed) > 0 {
-			s.afterKeyWrite(ctx, conn, changed)
+		writes := &pgx.Batch{}
+		if small {
+			// One more round trip: every row, the COMMIT, and what follows
+			// the commit.
+			for i, p := range inserts {
+				p.id = ids[i]
+			}
+			queueKeyInserts(writes, inserts)
+			queueKeyUpdates(writes, updates)
+			queueComponents(writes, changed)
+		} else {
+			// COPY is a protocol exchange of its own; the updates drop the
+			// old rows before the new ones are copied.
+			if err := copyKeys(ctx, tx, inserts); err != nil {
+				return err
+			}
+			if len(updates) > 0 {
+				ub := &pgx.Batch{}
+				queueKeyUpdates(ub, updates)
+				ubr, err := tx.SendBatch(ctx, ub)
+				if err != nil {
+					return err
+				}
+				if err := ubr.Close(); err != nil {
+					return fmt.Errorf("update keys: %w", err)
+				}
+			}
+			if err := copyComponents(ctx, tx, writes, changed); err != nil {
+				return err
+			}
 		}
+		var after *pgx.Batch
+		if len(changed) > 0 {
+			after = afterKeyWrite(changed)
+		}
+		res, err := tx.commit(ctx, writes, after)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "keys" { // unique_violation
+				return errInsertRace
+			}
+			return fmt.Errorf("write keys: %w", err)
+		}
+		defer res.Close()
+		if after != nil {
+			s.readAfterKeyWrite(res, changed)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -227,12 +278,11 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 }
 
 // smallBatch is the most keys a write sends as INSERTs of unnested
-// arrays, in one round trip per table; larger batches (bulk loads) go
-// through COPY, whose staging and type lookups cost more round trips but
-// less per key.
+// arrays, all in the round trip of its COMMIT; larger batches (bulk
+// loads) go through COPY, which costs more round trips but less per key.
 const smallBatch = 64
 
-// keyColumns are the columns insertKeys writes, and keyColumnTypes their
+// keyColumns are the columns of a keys row (keyRow), and keyColumnTypes their
 // types.
 var (
 	keyColumns = []string{"fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
@@ -266,52 +316,64 @@ func unnestInsert(table string, cols, types []string, rows [][]any, suffix strin
 		strings.Join(casts, ", ") + ") " + suffix, args
 }
 
-// insertKeys inserts new keys and fills in their ids: a small batch as
-// one INSERT, a large one through COPY, so that a batch costs a few
-// round trips whatever its size.
-func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	if len(ps) <= smallBatch {
-		rows := make([][]any, len(ps))
-		for i, p := range ps {
-			rows[i] = keyRow(p)
-		}
-		sql, args := unnestInsert("keys", keyColumns, keyColumnTypes, rows, "ON CONFLICT DO NOTHING RETURNING id, fingerprint")
-		res, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			return fmt.Errorf("insert keys: %w", err)
-		}
-		return readInsertedIDs(res, ps)
-	}
-	// A large batch takes its ids from the sequence first and is copied
-	// straight into keys: one pass over the packets, no staging table. A
-	// key another writer inserted meanwhile violates the unique index,
-	// which fails the copy and reruns the batch with fresh reads.
-	res, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`, len(ps))
+// allocateKeyIDs takes $1 ids from the keys' sequence, for the keys of a
+// small batch that turn out to be new; those that do not leave a gap.
+const allocateKeyIDs = `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`
+
+// readKeyIDs reads the n ids of allocateKeyIDs.
+func readKeyIDs(br pgx.BatchResults, n int) ([]int64, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return fmt.Errorf("allocate key ids: %w", err)
+		return nil, fmt.Errorf("allocate key ids: %w", err)
 	}
-	i := 0
-	for res.Next() {
-		if i < len(ps) {
-			if err := res.Scan(&ps[i].id); err != nil {
-				res.Close()
-				return fmt.Errorf("allocate key ids: %w", err)
-			}
-		}
-		i++
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("allocate key ids: %w", err)
 	}
-	res.Close()
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("allocate key ids: %w", err)
+	if len(ids) != n {
+		return nil, fmt.Errorf("allocate key ids: got %d of %d", len(ids), n)
 	}
-	if i != len(ps) {
-		return fmt.Errorf("allocate key ids: got %d of %d", i, len(ps))
+	return ids, nil
+}
+
+// queueKeyInserts queues the INSERT of new keys, whose ids are set. A key
+// another writer inserted meanwhile violates the unique index on the
+// fingerprint, which fails the transaction and reruns the batch with
+// fresh reads.
+func queueKeyInserts(b *pgx.Batch, ps []*pendingKey) {
+	if len(ps) == 0 {
+		return
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
+		rows[i] = append([]any{p.id}, keyRow(p)...)
+	}
+	sql, args := unnestInsert("keys", append([]string{"id"}, keyColumns...), append([]string{"int8"}, keyColumnTypes...), rows, "")
+	b.Queue(sql, args...)
+}
+
+// copyKeys copies new keys into keys, taking their ids from the sequence
+// first: one pass over the packets, no staging table. A key another
+// writer inserted meanwhile violates the unique index, which fails the
+// copy and reruns the batch with fresh reads.
+func copyKeys(ctx context.Context, tx *writeTxn, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	res, err := tx.Query(ctx, allocateKeyIDs, len(ps))
+	if err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(res, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("allocate key ids: %w", err)
+	}
+	if len(ids) != len(ps) {
+		return fmt.Errorf("allocate key ids: got %d of %d", len(ids), len(ps))
+	}
+	rows := make([][]any, len(ps))
+	for i, p := range ps {
+		p.id = ids[i]
 		rows[i] = append([]any{p.id}, keyRow(p)...)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
@@ -320,33 +382,6 @@ func insertKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 			return errInsertRace
 		}
 		return fmt.Errorf("copy keys: %w", err)
-	}
-	return nil
-}
-
-// readInsertedIDs reads an INSERT's RETURNING id, fingerprint into ps; a
-// key it did not insert lost a race with another writer.
-func readInsertedIDs(res pgx.Rows, ps []*pendingKey) error {
-	ids := map[string]int64{}
-	for res.Next() {
-		var id int64
-		var fp []byte
-		if err := res.Scan(&id, &fp); err != nil {
-			res.Close()
-			return fmt.Errorf("insert keys: %w", err)
-		}
-		ids[string(fp)] = id
-	}
-	res.Close()
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("insert keys: %w", err)
-	}
-	for _, p := range ps {
-		id, ok := ids[string(p.fp)]
-		if !ok {
-			return errInsertRace
-		}
-		p.id = id
 	}
 	return nil
 }
@@ -368,41 +403,32 @@ const deleteKeyWords = `DELETE FROM key_words k
 	USING user_ids u, unnest(tsvector_to_array(u.words)) AS w(word)
 	WHERE u.key_ref = ANY($1) AND k.word = w.word AND k.key_ref = u.key_ref`
 
-// updateKeys rewrites changed keys and drops their old user IDs (with
-// their words) and subkeys, which writeComponents writes anew.
-func updateKeys(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
+// queueKeyUpdates queues the rewrite of changed keys and the removal of
+// their old user IDs (with their words) and subkeys, which the
+// components written after them replace.
+func queueKeyUpdates(b *pgx.Batch, ps []*pendingKey) {
 	if len(ps) == 0 {
-		return nil
+		return
 	}
-	batch := &pgx.Batch{}
 	ids := make([]int64, len(ps))
 	for i, p := range ps {
 		d := p.key.Describe()
 		digest := p.key.Digest()
 		ids[i] = p.id
-		batch.Queue(`UPDATE keys SET digest = $2, packets = $3, version = $4, algorithm = $5, bits = $6, curve = $7,
+		b.Queue(`UPDATE keys SET digest = $2, packets = $3, version = $4, algorithm = $5, bits = $6, curve = $7,
 				created_at = $8, expires_at = $9, revoked = $10, modified_at = now() WHERE id = $1`,
 			p.id, digest[:], p.key.Bytes(), int16(d.Version), int16(d.Algorithm), int32(d.Bits), d.Curve,
 			d.Created, nullTime(d.Expires), d.Revoked)
 	}
-	batch.Queue(deleteKeyWords, ids)
-	batch.Queue("DELETE FROM user_ids WHERE key_ref = ANY($1)", ids)
-	batch.Queue("DELETE FROM subkeys WHERE key_ref = ANY($1)", ids)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("update keys: %w", err)
-	}
-	return nil
+	b.Queue(deleteKeyWords, ids)
+	b.Queue("DELETE FROM user_ids WHERE key_ref = ANY($1)", ids)
+	b.Queue("DELETE FROM subkeys WHERE key_ref = ANY($1)", ids)
 }
 
-// writeComponents writes the user IDs (with their words) and subkeys of
-// changed keys: for a small batch as one round trip of INSERTs, for a
-// large one through COPY.
-func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	var uids, subs [][]any
-	ids := make([]int64, len(ps))
+// componentRows are the user_ids and subkeys rows of changed keys, and
+// the keys' ids.
+func componentRows(ps []*pendingKey) (uids, subs [][]any, ids []int64) {
+	ids = make([]int64, len(ps))
 	for i, p := range ps {
 		ids[i] = p.id
 		d := p.key.Describe()
@@ -416,38 +442,52 @@ func writeComponents(ctx context.Context, tx pgx.Tx, ps []*pendingKey) error {
 				sk.Capabilities.Sign, sk.Capabilities.Encrypt, sk.Capabilities.Authenticate})
 		}
 	}
-	subs = dedupeSubkeys(subs)
-	uidCols := []string{"key_ref", "position", "uid", "email", "created_at", "expires_at", "revoked", "is_primary"}
-	subCols := []string{"key_ref", "fingerprint", "long_id", "short_id", "algorithm", "bits", "curve",
+	return uids, dedupeSubkeys(subs), ids
+}
+
+// The columns of the user_ids and subkeys rows componentRows makes, and
+// their types.
+var (
+	uidColumns = []string{"key_ref", "position", "uid", "email", "created_at", "expires_at", "revoked", "is_primary"}
+	uidTypes   = []string{"int8", "int4", "text", "text", "timestamptz", "timestamptz", "bool", "bool"}
+	subColumns = []string{"key_ref", "fingerprint", "long_id", "short_id", "algorithm", "bits", "curve",
 		"created_at", "expires_at", "revoked", "can_sign", "can_encrypt", "can_authenticate"}
-	if len(ps) <= smallBatch {
-		batch := &pgx.Batch{}
-		if len(uids) > 0 {
-			sql, args := unnestInsert("user_ids", uidCols,
-				[]string{"int8", "int4", "text", "text", "timestamptz", "timestamptz", "bool", "bool"}, uids, "")
-			batch.Queue(sql, args...)
-			batch.Queue(insertKeyWords, ids)
-		}
-		if len(subs) > 0 {
-			sql, args := unnestInsert("subkeys", subCols,
-				[]string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}, subs, "")
-			batch.Queue(sql, args...)
-		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("insert user IDs and subkeys: %w", err)
-		}
-		return nil
+	subTypes = []string{"int8", "bytea", "int8", "int4", "int2", "int4", "text", "timestamptz", "timestamptz", "bool", "bool", "bool", "bool"}
+)
+
+// queueComponents queues the INSERTs of the user IDs (with their words)
+// and subkeys of changed keys.
+func queueComponents(b *pgx.Batch, ps []*pendingKey) {
+	if len(ps) == 0 {
+		return
 	}
+	uids, subs, ids := componentRows(ps)
 	if len(uids) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"}, uidCols, pgx.CopyFromRows(uids)); err != nil {
-			return fmt.Errorf("copy user IDs: %w", err)
-		}
-		if _, err := tx.Exec(ctx, insertKeyWords, ids); err != nil {
-			return fmt.Errorf("insert user IDs' words: %w", err)
-		}
+		sql, args := unnestInsert("user_ids", uidColumns, uidTypes, uids, "")
+		b.Queue(sql, args...)
+		b.Queue(insertKeyWords, ids)
 	}
 	if len(subs) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subCols, pgx.CopyFromRows(subs)); err != nil {
+		sql, args := unnestInsert("subkeys", subColumns, subTypes, subs, "")
+		b.Queue(sql, args...)
+	}
+}
+
+// copyComponents copies the user IDs and subkeys of changed keys (a bulk
+// load's batch) and queues the INSERT of their words into b.
+func copyComponents(ctx context.Context, tx *writeTxn, b *pgx.Batch, ps []*pendingKey) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	uids, subs, ids := componentRows(ps)
+	if len(uids) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"user_ids"}, uidColumns, pgx.CopyFromRows(uids)); err != nil {
+			return fmt.Errorf("copy user IDs: %w", err)
+		}
+		b.Queue(insertKeyWords, ids)
+	}
+	if len(subs) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"subkeys"}, subColumns, pgx.CopyFromRows(subs)); err != nil {
 			return fmt.Errorf("copy subkeys: %w", err)
 		}
 	}

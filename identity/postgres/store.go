@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -149,21 +150,116 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }
 
-// writeTx runs fn in a transaction on a connection kept for key writes,
-// committing when it returns nil, and then, when it committed, after on
-// the same connection (the notification of what it wrote): a key write
-// waits for none of the connections lookups hold, and takes one.
-func (s *Store) writeTx(ctx context.Context, fn func(pgx.Tx) error, after func(*pgxpool.Conn)) error {
+// writeTx runs fn in a transaction on a connection kept for key writes:
+// a key write waits for none of the connections lookups hold, and takes
+// one. fn's first batch carries the BEGIN and its commit batch the COMMIT
+// (writeTxn), so that a write costs as few round trips as it has steps
+// that need an answer: beside many lookups, every round trip of an
+// upload waited its turn for a core. When fn fails the transaction is
+// rolled back.
+func (s *Store) writeTx(ctx context.Context, fn func(context.Context, *writeTxn) error) error {
 	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a write connection: %w", err)
 	}
 	defer conn.Release()
-	if err := pgx.BeginFunc(ctx, conn, fn); err != nil {
+	tx := &writeTxn{conn: conn}
+	if err := fn(ctx, tx); err != nil {
+		if tx.begun && !tx.ended {
+			// A connection left in a transaction is closed by the pool
+			// on release, whatever this rollback manages.
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
 		return err
 	}
-	after(conn)
+	if !tx.ended {
+		return errors.New("postgres: write transaction neither committed nor failed")
+	}
 	return nil
+}
+
+// writeTxn is a transaction whose BEGIN travels with its first batch and
+// whose COMMIT with its last (commit). Between them, Query, Exec and
+// CopyFrom run inside it.
+type writeTxn struct {
+	conn         *pgxpool.Conn
+	begun, ended bool
+}
+
+// SendBatch sends b inside the transaction, beginning it first in the same
+// round trip when it has not begun.
+func (t *writeTxn) SendBatch(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+	if t.begun {
+		return t.conn.SendBatch(ctx, b), nil
+	}
+	withBegin := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	withBegin.Queue("BEGIN")
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	t.begun = true
+	br := t.conn.SendBatch(ctx, withBegin)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return br, nil
+}
+
+// begin begins the transaction on its own, when no batch began it.
+func (t *writeTxn) begin(ctx context.Context) error {
+	if t.begun {
+		return nil
+	}
+	t.begun = true
+	if _, err := t.conn.Exec(ctx, "BEGIN"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	return nil
+}
+
+// Query runs sql inside the transaction.
+func (t *writeTxn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+// CopyFrom copies rows into table inside the transaction.
+func (t *writeTxn) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(ctx, table, columns, rows)
+}
+
+// commit sends b's statements (which need no answer but success), COMMIT
+// and then after's statements, in one round trip. after's run only when
+// everything before them succeeded, each in a transaction of its own once
+// this one has committed. It returns the results of after's statements
+// for the caller to read, and close.
+func (t *writeTxn) commit(ctx context.Context, b, after *pgx.Batch) (pgx.BatchResults, error) {
+	all := &pgx.Batch{}
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	all.Queue("COMMIT")
+	if after != nil {
+		all.QueuedQueries = append(all.QueuedQueries, after.QueuedQueries...)
+	}
+	br, err := t.SendBatch(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	for range b.QueuedQueries {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	t.ended = true
+	return br, nil
 }
 
 // poolCollector reports the store's connections, for lookups and kept
