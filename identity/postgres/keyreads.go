@@ -27,8 +27,12 @@ const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
 
 // rareWord is how many keys a word of a search may have and still be
 // where the search starts: up to this many keys are read and rechecked
-// (byWords).
-const rareWord = 100
+// (byWords). A word with fewer than fewWords keys is found by reading
+// only that many entries of each word.
+const (
+	rareWord = 100
+	fewWords = 8
+)
 
 // byWords selects the ids of the keys with a user ID whose tsvector
 // (user_ids.words) holds every word of $1, read by plainto_tsquery after
@@ -37,14 +41,15 @@ const rareWord = 100
 // alice@example.org.
 //
 // Its cost follows the rarest word, not the commonest: each word's keys
-// are counted in key_words (migration 0019) up to rareWord, and when one
-// has fewer, the search reads that word's keys and rechecks each against
+// are counted in key_words (migration 0019), and when one has fewer than
+// rareWord, the search reads that word's keys and rechecks each against
 // user_ids.words (the tsvector decides, so the answer is the one the
-// whole query gives; the rarest word's lexeme is among the query's). Only
-// when every word has rareWord keys or more does the GIN index intersect
-// their posting lists, as it did for every search before: "Generated
-// User 29330" reads one key's rows instead of the lists of two words every
-// user ID has.
+// whole query gives; the rarest word's lexeme is among the query's). The
+// counts stop at fewWords first ("Generated User 29330" reads at most
+// eight entries of "generated" and "user" to find that "29330" has one
+// key), and go on to rareWord only when no word is that rare. Only when
+// every word has rareWord keys or more does the GIN index intersect
+// their posting lists, as it did for every search before.
 //
 // The search text reaches the plan only through InitPlans (the
 // scalar subqueries), so a custom plan costs what the generic one does
@@ -54,11 +59,13 @@ const rareWord = 100
 // of @@, in a subquery that OFFSET 0 keeps correlated: a planner without
 // statistics (after a bulk load) otherwise turns it into a hash join on a
 // GIN scan of every word, the very cost this avoids (~10 ms a search).
-var byWords = `WITH rarest AS MATERIALIZED (
-			SELECT r.word, (SELECT count(*) FROM (SELECT x.key_ref FROM key_words x
-					WHERE x.word = r.word ORDER BY x.key_ref LIMIT ` + strconv.Itoa(rareWord) + `) c) AS n
-			FROM unnest((SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))))) AS r(word)
-			ORDER BY n, r.word LIMIT 1),
+var byWords = `WITH counts AS MATERIALIZED (
+			SELECT r.word, (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = r.word LIMIT ` + strconv.Itoa(fewWords) + `) c) AS n
+			FROM unnest((SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))))) AS r(word)),
+		rarest AS MATERIALIZED (
+			SELECT c.word, CASE WHEN (SELECT min(n) FROM counts) < ` + strconv.Itoa(fewWords) + ` THEN c.n
+					ELSE (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = c.word LIMIT ` + strconv.Itoa(rareWord) + `) d) END AS n
+			FROM counts c ORDER BY 2, 1 LIMIT 1),
 		search AS MATERIALIZED (SELECT plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')) AS q)
 		SELECT w.key_ref FROM key_words w
 			WHERE w.word = (SELECT word FROM rarest WHERE n < ` + strconv.Itoa(rareWord) + `)
