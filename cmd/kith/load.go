@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,9 +61,24 @@ func runLoad(ctx context.Context, env *environment, args []string) error {
 	}
 
 	p := newLoadProgress(env.stderr, len(files), total)
+	// Into an empty store, the search indexes are built once after the
+	// data: sorting it all once costs less than updating them key by key.
+	deferred, err := st.DeferIndexes(ctx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
 	stopProgress := p.run(ctx, log)
 	sum, err := bulk.Load(ctx, ks, *workers, files, &p.Progress)
 	stopProgress()
+	if deferred != nil {
+		// Also when the load failed or was interrupted: the store must
+		// not stay without them (a killed load leaves them recorded for
+		// the next open of the store).
+		log.Info("building the search indexes")
+		if berr := deferred.Build(context.WithoutCancel(ctx)); berr != nil {
+			err = errors.Join(err, berr)
+		}
+	}
 	writeLoadSummary(env.stdout, sum, time.Since(p.start))
 	if err != nil {
 		return fmt.Errorf("load: %w", err)

@@ -11,12 +11,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/hkp"
 	"github.com/kith-keyserver/kith/identity/keys/bulk"
@@ -182,10 +185,20 @@ func TestDumpLoadsIntoFreshStoreWithIdenticalDigests(t *testing.T) {
 }
 
 // TestLoadKilledMidwayLeavesNoPartialKeyAndResumes kills a real kith load
-// with SIGKILL and checks the store, then lets a second run finish.
+// with SIGKILL and checks the store, then lets a second run finish. The
+// first load, into an empty store, deferred the search indexes; the
+// second builds them back before it loads.
 func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	bin := kithBinary(t)
 	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	s := openTestStore(t, url)
+	wantIndexes := keyTableIndexes(t, db)
 	// Six batches: the kill comes after the second, with four to spare
 	// so that the load cannot finish first.
 	const n = 6 * bulk.BatchSize
@@ -197,8 +210,6 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s := openTestStore(t, url)
-	ctx := context.Background()
 	// Kill it once some batches are in, well before the end.
 	if !testkit.PollEvery(60*time.Second, 10*time.Millisecond, func() bool {
 		st, err := s.KeyStats(ctx)
@@ -219,6 +230,20 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 		t.Errorf("%d keys stored: not whole batches of %d", st.Keys, bulk.BatchSize)
 	}
 	assertNoPartialKeys(t, s)
+	var deferred int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM deferred_indexes").Scan(&deferred); err != nil || deferred == 0 {
+		t.Fatalf("the killed load left %d deferred indexes recorded (%v), want them all", deferred, err)
+	}
+	// The killed load's connections end as its process does.
+	if !testkit.PollEvery(60*time.Second, 10*time.Millisecond, func() bool {
+		var held bool
+		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted)").Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		return !held
+	}) {
+		t.Fatal("the killed load's connection still holds its lock")
+	}
 
 	out, errOut, err := runKith(t, "load", "--database-url", url, dump)
 	if err != nil {
@@ -232,6 +257,27 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 		t.Fatalf("after resuming: %d keys, want %d", st2.Keys, n)
 	}
 	assertNoPartialKeys(t, s)
+	if got := keyTableIndexes(t, db); !slices.Equal(got, wantIndexes) {
+		t.Errorf("indexes after the second load:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantIndexes, "\n"))
+	}
+}
+
+// keyTableIndexes lists the index definitions of the key tables, sorted.
+func keyTableIndexes(t *testing.T, db *pgx.Conn) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT indexdef FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename IN ('keys', 'subkeys', 'user_ids', 'key_words') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) < 10 {
+		t.Fatalf("only %d indexes on the key tables", len(defs))
+	}
+	return defs
 }
 
 // assertNoPartialKeys checks that every stored key parses, matches its

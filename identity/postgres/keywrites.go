@@ -24,7 +24,8 @@ import (
 // one: either every key of the batch is stored or none is. Keys with the
 // same fingerprint within the batch are merged first. It returns, for
 // each key in input order, the outcome and the key as stored when it was
-// written.
+// written. A batch that merges with stored keys while this Store's
+// indexes are deferred (DeferIndexes) builds them first.
 func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Written, error) {
 	for _, k := range ks {
 		if len(k.Fingerprint()) == 0 {
@@ -38,6 +39,11 @@ func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Written, err
 	// reads.
 	for attempt := 0; attempt < 5; attempt++ {
 		changes, err = s.addKeysOnce(ctx, ks)
+		if errors.Is(err, errNeedIndexes) {
+			if err = s.buildDeferredNow(ctx); err == nil {
+				changes, err = s.addKeysOnce(ctx, ks)
+			}
+		}
 		if !retryable(err) {
 			break
 		}
@@ -194,6 +200,11 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 			if d := p.key.Digest(); bytes.Equal(d[:], st.digest) {
 				p.change = keys.Unchanged
 				continue
+			}
+			if s.deferred.Load() != nil {
+				// The merge reads through the deferred indexes (the
+				// issuers of certifications, the words to delete).
+				return errNeedIndexes
 			}
 			storedKey, err := pgp.ParseKey(st.packets)
 			if err != nil {

@@ -68,7 +68,9 @@ func LatestVersion() int {
 // Migrate applies every pending migration in one transaction, under an
 // advisory lock so that nodes starting together do not race, and returns
 // the schema version reached. A database newer than this binary is an
-// error: an old node must not write to a schema it does not know.
+// error: an old node must not write to a schema it does not know. Then
+// it builds the indexes a bulk load deferred and died without building
+// (DeferIndexes).
 func (s *Store) Migrate(ctx context.Context) (int, error) {
 	ms, err := migrations()
 	if err != nil {
@@ -109,6 +111,9 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	if err := s.healDeferredIndexes(ctx); err != nil {
+		return version, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	return version, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,6 +28,10 @@ type Store struct {
 	log    *slog.Logger
 
 	group keyGroup // AddKey calls waiting for a group transaction
+
+	// deferred holds the search indexes a load on this Store deferred
+	// (DeferIndexes), until they are built; nil otherwise.
+	deferred atomic.Pointer[DeferredIndexes]
 }
 
 // Options tune how the store connects.
@@ -129,8 +134,12 @@ func writeConns(maxConns int32) int32 {
 	return min(max(maxConns/4, 1), maxGroupWriters)
 }
 
-// Close waits for queries in flight and closes every connection.
+// Close waits for queries in flight and closes every connection. Indexes
+// deferred and not built stay recorded, for the next open.
 func (s *Store) Close() {
+	if d := s.deferred.Swap(nil); d != nil {
+		d.release()
+	}
 	s.pool.Close()
 	if s.writes != s.pool {
 		s.writes.Close()
