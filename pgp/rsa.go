@@ -1,13 +1,17 @@
-// rsa.go: RSA PKCS #1 v1.5 signature verification with math/big. For the
-// 4096-bit keys most of the pool uses it is several times faster than
-// crypto/rsa, which rebuilds its Montgomery modulus on every call; signature
-// verification involves no secrets, so constant time is not needed.
+// rsa.go: RSA PKCS #1 v1.5 signature verification. crypto/rsa rebuilds its
+// Montgomery modulus on every call, and has assembly for its products only
+// for 1024-, 1536- and 2048-bit moduli: there it is the faster (2048 bits:
+// ~40 µs against ~50 µs), and math/big, whose exponentiation by a small
+// exponent reduces by division, is several times faster for every other
+// size (4096 bits: ~180 µs against ~650 µs). Signature verification
+// involves no secrets, so constant time is not needed.
 
 package pgp
 
 import (
 	"bytes"
 	"crypto"
+	"crypto/fips140"
 	"crypto/rsa"
 	"errors"
 	"math/big"
@@ -47,6 +51,45 @@ func verifyRSAPrefixed(pub *rsa.PublicKey, prefix, digest, sig []byte) error {
 	if len(sig) > k || k < tLen+11 {
 		return errRSAVerify
 	}
+	if byCryptoRSA(pub) {
+		return verifyRSAByCryptoRSA(pub, k, prefix, digest, sig)
+	}
+	return verifyRSAByBig(pub, k, prefix, digest, sig)
+}
+
+// byCryptoRSA reports whether crypto/rsa checks pub's signatures faster
+// than math/big, and answers as verifyRSAByBig does: a modulus of the
+// sizes its assembly serves (16, 24 or 32 words of 64 bits, 1024 bits at
+// least, as it refuses smaller keys), odd, with an odd exponent (it
+// refuses others), outside FIPS 140 mode (which refuses more).
+func byCryptoRSA(pub *rsa.PublicKey) bool {
+	n := pub.N.BitLen()
+	switch (n + 63) / 64 {
+	case 16, 24, 32:
+	default:
+		return false
+	}
+	return n >= 1024 && pub.N.Bit(0) == 1 && pub.E&1 == 1 && !fips140.Enabled()
+}
+
+// verifyRSAByCryptoRSA is verifyRSAPrefixed by crypto/rsa, for the keys
+// byCryptoRSA picks; k is the modulus's length in bytes.
+func verifyRSAByCryptoRSA(pub *rsa.PublicKey, k int, prefix, digest, sig []byte) error {
+	if len(sig) < k {
+		// OpenPGP leaves out the leading zeros; crypto/rsa wants k bytes.
+		sig = append(make([]byte, k-len(sig), k), sig...)
+	}
+	signed := append(append(make([]byte, 0, len(prefix)+len(digest)), prefix...), digest...)
+	if rsa.VerifyPKCS1v15(pub, crypto.Hash(0), signed, sig) != nil {
+		return errRSAVerify
+	}
+	return nil
+}
+
+// verifyRSAByBig is verifyRSAPrefixed by math/big; k is the modulus's
+// length in bytes, and sig at most k bytes.
+func verifyRSAByBig(pub *rsa.PublicKey, k int, prefix, digest, sig []byte) error {
+	tLen := len(prefix) + len(digest)
 	s := new(big.Int).SetBytes(sig)
 	if s.Cmp(pub.N) >= 0 {
 		return errRSAVerify

@@ -204,9 +204,10 @@ func parseAttestation(s *sigInfo) (*packet.Signature, error) {
 var ripemd160DigestInfo = []byte{0x30, 0x21, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x24, 0x03, 0x02, 0x01, 0x05, 0x00, 0x04, 0x14}
 
 // verifyValue checks the signature value over the data hashed into h. RSA
-// signatures are checked with verifyRSA (faster than crypto/rsa for large
-// keys, and it knows RIPEMD-160), v4 Ed25519 ones with verifyEd25519
-// (into batch when not nil); everything else by go-crypto.
+// signatures are checked with verifyRSA (crypto/rsa or math/big, whichever
+// is faster for the key's size, and it knows RIPEMD-160), v4 Ed25519 ones
+// with verifyEd25519 (into batch when not nil); everything else by
+// go-crypto.
 func verifyValue(batch *ed25519Batch, pub *packet.PublicKey, h hash.Hash, gs *packet.Signature) error {
 	if done, err := verifyEd25519Value(batch, pub, h, gs); done {
 		return err
