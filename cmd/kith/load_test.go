@@ -234,10 +234,12 @@ func TestLoadKilledMidwayLeavesNoPartialKeyAndResumes(t *testing.T) {
 	if err := db.QueryRow(ctx, "SELECT count(*) FROM deferred_indexes").Scan(&deferred); err != nil || deferred == 0 {
 		t.Fatalf("the killed load left %d deferred indexes recorded (%v), want them all", deferred, err)
 	}
-	// The killed load's connections end as its process does.
+	// The killed load's connections end as its process does, and its
+	// lock ("kidx", which tells a running load from a dead one) with them.
 	if !testkit.PollEvery(60*time.Second, 10*time.Millisecond, func() bool {
 		var held bool
-		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted)").Scan(&held); err != nil {
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND objid = x'6b696478'::int AND objsubid = 1)`).Scan(&held); err != nil {
 			t.Fatal(err)
 		}
 		return !held

@@ -17,6 +17,7 @@ import (
 	"github.com/kith-keyserver/kith/identity/keys/bulk"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
 )
@@ -42,6 +43,18 @@ func indexSet(t *testing.T, db *pgx.Conn) []string {
 		t.Fatal(err)
 	}
 	return set
+}
+
+// deferLockHeld reports whether a session holds the lock of a load that
+// defers the indexes ("kidx").
+func deferLockHeld(t *testing.T, db *pgx.Conn) bool {
+	t.Helper()
+	var held bool
+	if err := db.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objid = x'6b696478'::int AND objsubid = 1)`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
 
 func deferredCount(t *testing.T, db *pgx.Conn) int {
@@ -244,6 +257,9 @@ func TestDeferIndexesOnlyIntoAnEmptyStore(t *testing.T) {
 	if err != nil || first == nil {
 		t.Fatalf("DeferIndexes on an empty store: %v, %v", first, err)
 	}
+	if !deferLockHeld(t, db) {
+		t.Fatal("no session holds the lock of a load that defers the indexes")
+	}
 	other, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -296,19 +312,9 @@ func TestOpenBuildsTheIndexesOfAKilledLoad(t *testing.T) {
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var held bool
-		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted)").Scan(&held); err != nil {
-			t.Fatal(err)
-		}
-		if !held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the killed load's lock is still held after a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Its lock goes with its connection.
+	if !testkit.PollEvery(time.Minute, 10*time.Millisecond, func() bool { return !deferLockHeld(t, db) }) {
+		t.Fatal("the killed load's lock is still held after a minute")
 	}
 	if n := deferredCount(t, db); n != 10 {
 		t.Fatalf("%d indexes recorded after the load died, want 10", n)
