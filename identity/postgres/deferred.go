@@ -158,12 +158,13 @@ func (s *Store) DeferIndexes(ctx context.Context) (*DeferredIndexes, error) {
 	return d, nil
 }
 
-// Build builds the deferred indexes again (two at a time, on connections
-// of their own), then refreshes the planner's statistics of the key
-// tables and key_words' visibility map (so that a search by words counts
-// each word's keys from the index alone), and lets them go. Calling it
-// again does nothing. A load calls it whether it succeeded or not; what
-// it fails to build stays recorded, for the next open of the store.
+// Build builds the deferred indexes again, two at a time on connections
+// of their own, after vacuuming and analysing the tables searches by
+// words read (buildDeferred), and lets them go. While an index is built
+// its table takes no writes (a concurrent server's uploads wait); reads
+// go on. Calling it again does nothing. A load calls it whether it
+// succeeded or not; what it fails to build stays recorded, for the next
+// open of the store.
 func (d *DeferredIndexes) Build(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
