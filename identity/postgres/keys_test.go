@@ -532,32 +532,7 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 	for i := range ks {
 		ks[i] = typicalKey(t, g, i)
 	}
-	var wg sync.WaitGroup
-	results := make([][]keys.Written, 2)
-	errs := make([]error, 2)
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[w], errs[w] = s.AddKeys(ctx, ks)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range ks {
-		a, b := results[0][i].Change, results[1][i].Change
-		if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
-			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
-		}
-		found, _, err := s.FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
-		if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
-			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
-		}
-	}
+	addTwiceAtOnce(t, ctx, [2]*postgres.Store{s, s}, ks)
 }
 
 // Two nodes (two stores on one database, each with its own group
@@ -585,32 +560,7 @@ func TestConcurrentSmallBatchesOfTheSameNewKeysFromTwoNodes(t *testing.T) {
 		for i := range ks {
 			ks[i] = typicalKey(t, g, round*len(ks)+i)
 		}
-		var wg sync.WaitGroup
-		results := make([][]keys.Written, 2)
-		errs := make([]error, 2)
-		for w := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[w], errs[w] = stores[w].AddKeys(ctx, ks)
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range ks {
-			a, b := results[0][i].Change, results[1][i].Change
-			if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
-				t.Fatalf("round %d, key %d: %v and %v, want one inserted and one unchanged", round, i, a, b)
-			}
-			found, _, err := stores[1].FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
-			if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
-				t.Fatalf("round %d, key %d not stored whole: %d %v", round, i, len(found), err)
-			}
-		}
+		addTwiceAtOnce(t, ctx, stores, ks)
 	}
 	// No row of a lost insert is left behind.
 	conn, err := pgx.Connect(ctx, url)
@@ -625,5 +575,38 @@ func TestConcurrentSmallBatchesOfTheSameNewKeysFromTwoNodes(t *testing.T) {
 	}
 	if keyRows != n || uidKeys != n || wordKeys != n || subKeys > n {
 		t.Fatalf("%d keys rows; user IDs of %d keys, words of %d, subkeys of %d; want %d", keyRows, uidKeys, wordKeys, subKeys, n)
+	}
+}
+
+// addTwiceAtOnce stores ks through both stores at the same time and checks
+// that each key was inserted by one and found unchanged by the other, and
+// is stored once and whole.
+func addTwiceAtOnce(t *testing.T, ctx context.Context, stores [2]*postgres.Store, ks []*pgp.Key) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var results [2][]keys.Written
+	var errs [2]error
+	for w := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[w], errs[w] = stores[w].AddKeys(ctx, ks)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ks {
+		a, b := results[0][i].Change, results[1][i].Change
+		if !(a == keys.Inserted && b == keys.Unchanged) && !(a == keys.Unchanged && b == keys.Inserted) {
+			t.Fatalf("key %d: %v and %v, want one inserted and one unchanged", i, a, b)
+		}
+		found, _, err := stores[1].FindKeys(ctx, keys.Query{Fingerprint: ks[i].Fingerprint()})
+		if err != nil || len(found) != 1 || found[0].Digest != ks[i].Digest() || len(found[0].UserIDs) != len(ks[i].Describe().UserIDs) {
+			t.Fatalf("key %d not stored whole: %d %v", i, len(found), err)
+		}
 	}
 }
