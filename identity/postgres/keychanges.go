@@ -31,8 +31,8 @@ func notification(ps []*pendingKey) (string, []any) {
 }
 
 // afterKeyWrite is what follows a key write's COMMIT in the same round
-// trip (writeTxn.commit), each statement in a transaction of its own and
-// only when the write committed: it tells every node of the keys the
+// trip (writeTxn.commit), in a transaction of its own and only when the
+// write committed: it tells every node of the keys the
 // write changed, and reads which of them an identity names, so that the
 // keys Service refreshes the links of those only, without a query of its
 // own (which, beside many lookups, waited for a connection longer than

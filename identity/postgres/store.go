@@ -188,8 +188,8 @@ func (s *Store) writeTx(ctx context.Context, fn func(context.Context, *writeTxn)
 }
 
 // writeTxn is a transaction whose BEGIN travels with its first batch and
-// whose COMMIT with its last (commit). Between them, Query, Exec and
-// CopyFrom run inside it.
+// whose COMMIT with its last (commit). Between them, Query and CopyFrom
+// run inside it.
 type writeTxn struct {
 	conn         *pgxpool.Conn
 	begun, ended bool
@@ -243,9 +243,10 @@ func (t *writeTxn) CopyFrom(ctx context.Context, table pgx.Identifier, columns [
 
 // commit sends b's statements (which need no answer but success), COMMIT
 // and then after's statements, in one round trip. after's run only when
-// everything before them succeeded, each in a transaction of its own once
-// this one has committed. It returns the results of after's statements
-// for the caller to read, and close.
+// everything before them succeeded (PostgreSQL skips the rest of a
+// pipeline after an error), together in an implicit transaction of their
+// own once this one has committed. It returns the results of after's
+// statements for the caller to read, and close.
 func (t *writeTxn) commit(ctx context.Context, b, after *pgx.Batch) (pgx.BatchResults, error) {
 	all := &pgx.Batch{}
 	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
