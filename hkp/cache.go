@@ -18,9 +18,14 @@
 //   - every entry holding K;
 //   - every entry whose term is one of K's terms now (its primary and
 //     subkey fingerprints and key IDs, its emails, its digest);
-//   - every word entry whose words all occur, as substrings, in K's
-//     lower-cased user IDs (a superset of what the store's word match can
-//     return, since the store matches whole lower-cased words).
+//   - every word entry whose lexemes all occur among the lexemes of K's
+//     user IDs. A lexeme is what the store matches words by: a run of
+//     ASCII letters and digits, lower-cased (the store's tsvector, made in
+//     the C locale, takes every other character for a separator), so this
+//     is a superset of the keys the store's match returns, which needs
+//     them in one user ID. Each word entry is indexed by its longest
+//     lexeme, so a change looks only at the entries one of its lexemes
+//     names, however many word answers are cached.
 //
 // Merging only adds packets, so the terms of an upload after the policy
 // cover everything the merged key can newly match. When the key's current
@@ -71,6 +76,7 @@ type cacheEntry struct {
 	fps     []string // primary fingerprints in the answer (raw bytes)
 	term    string   // the selector term ("" for word queries)
 	words   []string // the words of a word query
+	lexemes []string // their lexemes (lexemesOf), for invalidation
 	expires time.Time
 	size    int64
 	elem    *list.Element
@@ -93,7 +99,10 @@ type cache struct {
 	lru    list.List // front: most recently used
 	byFP   map[string]entrySet
 	byTerm map[string]entrySet
-	words  entrySet
+	// byLexeme indexes word entries by their longest lexeme; noLexeme
+	// holds those without any, which the store matches nothing with.
+	byLexeme map[string]entrySet
+	noLexeme entrySet
 }
 
 // Per-entry bookkeeping counted against the size bound, beyond the body,
@@ -109,10 +118,11 @@ const (
 func newCache(max int64, ttl time.Duration, now func() time.Time, m *metrics) *cache {
 	return &cache{
 		max: max, ttl: ttl, now: now, metrics: m,
-		byKey:  make(map[string]*cacheEntry),
-		byFP:   make(map[string]entrySet),
-		byTerm: make(map[string]entrySet),
-		words:  make(entrySet),
+		byKey:    make(map[string]*cacheEntry),
+		byFP:     make(map[string]entrySet),
+		byTerm:   make(map[string]entrySet),
+		byLexeme: make(map[string]entrySet),
+		noLexeme: make(entrySet),
 	}
 }
 
@@ -166,8 +176,12 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 		return
 	}
 	size := int64(len(a.body)+len(key)+len(term)+entryOverhead) + int64(len(fps))*fingerprintOverhead
+	lexemes := lexemesOf(strings.Join(words, " "))
 	for _, w := range words {
 		size += int64(len(w)) + 32
+	}
+	for _, l := range lexemes {
+		size += int64(len(l)) + 32
 	}
 	if size > c.max/16 {
 		return
@@ -180,17 +194,20 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 	if old := c.byKey[key]; old != nil {
 		c.remove(old)
 	}
-	e := &cacheEntry{key: key, ans: a, fps: fps, term: term, words: words, expires: c.now().Add(c.ttl), size: size}
+	e := &cacheEntry{key: key, ans: a, fps: fps, term: term, words: words, lexemes: lexemes, expires: c.now().Add(c.ttl), size: size}
 	e.elem = c.lru.PushFront(e)
 	c.byKey[key] = e
 	c.bytes += size
 	for _, fp := range fps {
 		addTo(c.byFP, fp, e)
 	}
-	if term != "" {
+	switch {
+	case term != "":
 		addTo(c.byTerm, term, e)
-	} else {
-		c.words[e] = struct{}{}
+	case len(lexemes) > 0:
+		addTo(c.byLexeme, longest(lexemes), e)
+	default:
+		c.noLexeme[e] = struct{}{}
 	}
 	// An entry expires a TTL after it was put, so one unused for longer
 	// than the TTL has expired: drop those from the back of the LRU
@@ -243,10 +260,13 @@ func (c *cache) remove(e *cacheEntry) {
 	for _, fp := range e.fps {
 		removeFrom(c.byFP, fp, e)
 	}
-	if e.term != "" {
+	switch {
+	case e.term != "":
 		removeFrom(c.byTerm, e.term, e)
-	} else {
-		delete(c.words, e)
+	case len(e.lexemes) > 0:
+		removeFrom(c.byLexeme, longest(e.lexemes), e)
+	default:
+		delete(c.noLexeme, e)
 	}
 }
 
@@ -260,7 +280,8 @@ func (c *cache) flush() {
 	c.lru.Init()
 	c.byFP = make(map[string]entrySet)
 	c.byTerm = make(map[string]entrySet)
-	c.words = make(entrySet)
+	c.byLexeme = make(map[string]entrySet)
+	c.noLexeme = make(entrySet)
 	c.bytes = 0
 	c.metrics.dropped(n)
 	c.metrics.size(0, 0)
@@ -283,7 +304,14 @@ func (c *cache) invalidate(fp []byte, kt *keyTerms) {
 				drop = append(drop, e)
 			}
 		}
-		for e := range c.words {
+		for l := range kt.lexemes {
+			for e := range c.byLexeme[l] {
+				if allIn(e.lexemes, kt.lexemes) {
+					drop = append(drop, e)
+				}
+			}
+		}
+		for e := range c.noLexeme {
 			if wordsMatch(e.words, kt.uids) {
 				drop = append(drop, e)
 			}
@@ -300,8 +328,51 @@ func (c *cache) invalidate(fp []byte, kt *keyTerms) {
 	c.metrics.size(c.bytes, len(c.byKey))
 }
 
+// lexemesOf returns the lexemes of s as the store's search makes them
+// (user_ids.words, migration 0001: lower(), then every character that is
+// not an ASCII letter or digit a separator, in the C locale): the runs of
+// ASCII letters and digits, upper case folded.
+func lexemesOf(s string) []string {
+	var out []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		alnum := i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9')
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
+			out = append(out, strings.ToLower(s[start:i]))
+			start = -1
+		}
+	}
+	return out
+}
+
+// longest returns the longest of ls (the first of those as long), the
+// rarest lexeme an entry is likely to have.
+func longest(ls []string) string {
+	l := ls[0]
+	for _, x := range ls[1:] {
+		if len(x) > len(l) {
+			l = x
+		}
+	}
+	return l
+}
+
+// allIn reports whether every lexeme of ls is in set.
+func allIn(ls []string, set map[string]bool) bool {
+	for _, l := range ls {
+		if !set[l] {
+			return false
+		}
+	}
+	return true
+}
+
 // wordsMatch reports whether every word occurs in one of uids (already
-// lower-cased).
+// lower-cased): how an entry without lexemes, which the store matches
+// nothing with, is still judged, to err on the side of dropping.
 func wordsMatch(words, uids []string) bool {
 	for _, w := range words {
 		found := false

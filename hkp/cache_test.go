@@ -7,9 +7,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -325,5 +328,100 @@ func TestCacheDropsEntriesUnusedForTheTTL(t *testing.T) {
 	want := c.byKey["mid"].size + c.byKey["new"].size
 	if len(c.byKey) != 2 || c.bytes != want || len(c.byFP) != 2 || len(c.byTerm) != 2 {
 		t.Errorf("after the sweep: %d entries, %d bytes (want %d), %d fps, %d terms", len(c.byKey), c.bytes, want, len(c.byFP), len(c.byTerm))
+	}
+}
+
+// The cache's lexemes are the store's: for user IDs and searches with
+// accents, other scripts, case that folds into ASCII (the Kelvin sign, a
+// dotted capital I) and addresses, lexemesOf gives the very lexemes of the
+// tsvector the store's search matches (user_ids.words, migration 0001).
+func TestLexemesAreTheStoresLexemes(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range []string{
+		"Generated User 29330 <user29330.0@example.net>",
+		"José Müller-Lüdenscheidt <jose.mueller@example.org>",
+		"josé", "Josè Q", "ÅSA Öberg", "İstanbul Iİı", "\u212aelvin KELVIN",
+		"日本語 テスト <nihon@example.jp>", "abc123def 1e5 3.14 foo-bar_baz",
+		"Ünïcödé\u00a0nbsp\ttab", "UPPER lower MiXeD", "", "!!!",
+	} {
+		var want []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w ORDER BY w), '{}') FROM unnest(tsvector_to_array(
+			to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))) AS w`, s).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, l := range lexemesOf(s) {
+			got[l] = true
+		}
+		var sorted []string
+		for l := range got {
+			sorted = append(sorted, l)
+		}
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, want) {
+			t.Errorf("%q: lexemes %q, the store's %q", s, sorted, want)
+		}
+	}
+}
+
+// A key change drops the word answers it can change, found through the
+// lexeme index, and no other: "josé" (lexeme "jos") goes with a user ID
+// "Josè Q", which the store matches it with although neither word is a
+// substring of the other; "alice" stays.
+func TestCacheDropsWordAnswersByTheirLexemes(t *testing.T) {
+	c := newCache(1<<20, time.Minute, time.Now, nil)
+	c.enable()
+	put := func(words ...string) string {
+		key := "index:" + strings.Join(words, " ")
+		c.put(c.begin(), key, &answer{status: 404, cacheable: true}, nil, "", words)
+		return key
+	}
+	jose, joseQ, alice, noLexeme := put("josé"), put("josé", "q"), put("alice"), put("日本")
+	for i := range 1000 {
+		put(fmt.Sprint("w", i), "common")
+	}
+	kt := &keyTerms{}
+	kt.addUserID("Josè Q <q@example.org>", "q@example.org")
+	c.invalidate([]byte("fp"), kt)
+	for key, gone := range map[string]bool{jose: true, joseQ: true, alice: false, "index:w7 common": false} {
+		if got := c.get(key) == nil; got != gone {
+			t.Errorf("%s: dropped %v, want %v", key, got, gone)
+		}
+	}
+	if c.get(noLexeme) == nil {
+		t.Errorf("%s: dropped by an unrelated key", noLexeme)
+	}
+	kt = &keyTerms{}
+	kt.addUserID("日本 <nihon@example.jp>", "nihon@example.jp")
+	c.invalidate([]byte("fp2"), kt)
+	if c.get(noLexeme) != nil {
+		t.Errorf("%s: kept after a key holding its words", noLexeme)
+	}
+	if len(c.byLexeme) == 0 || len(c.byLexeme) > 1003 {
+		t.Errorf("%d lexeme index entries", len(c.byLexeme))
+	}
+}
+
+// BenchmarkCacheInvalidateBesideWordAnswers is one key change with 100,000
+// word answers cached: the lexeme index looks at the few its lexemes name
+// instead of every word answer, under the lock every lookup takes.
+func BenchmarkCacheInvalidateBesideWordAnswers(b *testing.B) {
+	c := newCache(1<<30, time.Hour, time.Now, nil)
+	c.enable()
+	for i := range 100_000 {
+		words := []string{fmt.Sprint("name", i), "example"}
+		c.put(c.begin(), "index:"+strings.Join(words, " "), &answer{status: 404, cacheable: true}, nil, "", words)
+	}
+	kt := &keyTerms{}
+	kt.addUserID("Generated User 29330 <user29330.0@example.net>", "user29330.0@example.net")
+	b.ResetTimer()
+	for range b.N {
+		c.invalidate([]byte("fp"), kt)
 	}
 }

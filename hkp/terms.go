@@ -40,8 +40,9 @@ func digestTerm(d [16]byte) string { return termDigest + string(d[:]) }
 
 // keyTerms is what a key can be found by now.
 type keyTerms struct {
-	terms []string
-	uids  []string // lower-cased user ID texts, for word queries
+	terms   []string
+	uids    []string        // lower-cased user ID texts, for word queries
+	lexemes map[string]bool // the lexemes of every user ID (lexemesOf)
 }
 
 // termsOfStored returns the terms of a stored key: its primary and subkey
@@ -80,7 +81,17 @@ func termsOfKey(k *pgp.Key) *keyTerms {
 }
 
 func (kt *keyTerms) addUserID(text, email string) {
-	kt.uids = append(kt.uids, strings.ToLower(text))
+	lower := strings.ToLower(text)
+	kt.uids = append(kt.uids, lower)
+	if kt.lexemes == nil {
+		kt.lexemes = map[string]bool{}
+	}
+	// The store folds case as its database's locale does: in the C locale
+	// (the embedded cluster's) ASCII only, elsewhere also characters such
+	// as the Kelvin sign, which fold into ASCII. Both sets are kept.
+	for _, l := range append(lexemesOf(text), lexemesOf(lower)...) {
+		kt.lexemes[l] = true
+	}
 	if email != "" {
 		kt.terms = append(kt.terms, emailTerm(strings.ToLower(email)))
 	}
