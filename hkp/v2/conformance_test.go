@@ -7,7 +7,6 @@ package v2_test
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"encoding/hex"
 	"net/http"
 	"os"
@@ -16,14 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
-
 	v2 "github.com/kith-keyserver/kith/hkp/v2"
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
 // debianSample returns the first n keys of the Debian keyring and every
@@ -599,41 +596,19 @@ func TestProviderCorroborationIsPartialConfidence(t *testing.T) {
 // whose primary key has it is.
 func TestByVFingerprintPrefersThePrimaryKey(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	victim, err := openpgp.NewEntity("Victor", "", "victor@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoRSA, RSABits: 2048})
+	victimKey, malloryKey, victimFP, err := keygen.GraftedSubkey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victimKey bytes.Buffer
-	if err := victim.Serialize(&victimKey); err != nil {
-		t.Fatal(err)
-	}
-	mallory, err := openpgp.NewEntity("Mallory", "", "mallory@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	grafted := *victim.PrimaryKey
-	grafted.IsSubkey = true
-	sig := &packet.Signature{Version: mallory.PrimaryKey.Version, SigType: packet.SigTypeSubkeyBinding,
-		PubKeyAlgo: mallory.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256, CreationTime: time.Now(),
-		IssuerKeyId: &mallory.PrimaryKey.KeyId, IssuerFingerprint: mallory.PrimaryKey.Fingerprint,
-		FlagsValid: true, FlagEncryptCommunications: true, FlagEncryptStorage: true}
-	if err := sig.SignKey(&grafted, mallory.PrivateKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	mallory.Subkeys = append(mallory.Subkeys, openpgp.Subkey{PublicKey: &grafted, Sig: sig})
-	var malloryKey bytes.Buffer
-	if err := mallory.Serialize(&malloryKey); err != nil {
-		t.Fatal(err)
-	}
-	fp := strings.ToUpper(hex.EncodeToString(victim.PrimaryKey.Fingerprint))
+	fp := strings.ToUpper(hex.EncodeToString(victimFP))
 	// Mallory's key first, so that it is the older row.
-	if a, sub := e.submit(malloryKey.Bytes()); a.code != http.StatusOK || len(sub.Inserted) != 1 {
+	if a, sub := e.submit(malloryKey); a.code != http.StatusOK || len(sub.Inserted) != 1 {
 		t.Fatalf("mallory's key: %d %s", a.code, a.body)
 	}
 	if a := e.get("/pks/v2/certs/by-vfingerprint/04/" + fp); a.code != http.StatusOK {
 		t.Fatalf("the grafted subkey is not stored (the test needs it): %d %s", a.code, a.body)
 	}
-	if a, sub := e.submit(victimKey.Bytes()); a.code != http.StatusOK || len(sub.Inserted) != 1 {
+	if a, sub := e.submit(victimKey); a.code != http.StatusOK || len(sub.Inserted) != 1 {
 		t.Fatalf("victor's key: %d %s", a.code, a.body)
 	}
 	a := e.get("/pks/v2/certs/by-vfingerprint/04/" + fp)

@@ -1,17 +1,12 @@
 package vks_test
 
 import (
-	"bytes"
-	"crypto"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
 )
 
 // TestAKeyCarryingTheVerifiedKeyAsSubkeyIsNotServed: anyone can bind
@@ -21,34 +16,12 @@ import (
 // nor served by email for the address verified for the victim's key.
 func TestAKeyCarryingTheVerifiedKeyAsSubkeyIsNotServed(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	victim, err := openpgp.NewEntity("Victor", "", "victor@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoRSA, RSABits: 2048})
+	victimKey, malloryKey, _, err := keygen.GraftedSubkey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victimKey bytes.Buffer
-	if err := victim.Serialize(&victimKey); err != nil {
-		t.Fatal(err)
-	}
-	mallory, err := openpgp.NewEntity("Mallory", "", "mallory@example.org", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	grafted := *victim.PrimaryKey
-	grafted.IsSubkey = true
-	sig := &packet.Signature{Version: mallory.PrimaryKey.Version, SigType: packet.SigTypeSubkeyBinding,
-		PubKeyAlgo: mallory.PrimaryKey.PubKeyAlgo, Hash: crypto.SHA256, CreationTime: time.Now(),
-		IssuerKeyId: &mallory.PrimaryKey.KeyId, IssuerFingerprint: mallory.PrimaryKey.Fingerprint,
-		FlagsValid: true, FlagEncryptCommunications: true, FlagEncryptStorage: true}
-	if err := sig.SignKey(&grafted, mallory.PrivateKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	mallory.Subkeys = append(mallory.Subkeys, openpgp.Subkey{PublicKey: &grafted, Sig: sig})
-	var malloryKey bytes.Buffer
-	if err := mallory.Serialize(&malloryKey); err != nil {
-		t.Fatal(err)
-	}
-	e.upload(armoredKey(t, malloryKey.Bytes()))
-	r := e.upload(armoredKey(t, victimKey.Bytes()))
+	e.upload(armoredKey(t, malloryKey))
+	r := e.upload(armoredKey(t, victimKey))
 	if r.Status["victor@example.org"] != "unpublished" || r.Token == "" {
 		t.Fatalf("victor's upload answer %+v", r)
 	}
