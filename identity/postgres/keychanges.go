@@ -32,11 +32,11 @@ func notification(ps []*pendingKey) (string, []any) {
 
 // afterKeyWrite is what follows a key write's COMMIT in the same round
 // trip (writeTxn.commit), in a transaction of its own and only when the
-// write committed: it tells every node of the keys the
-// write changed, and reads which of them an identity names, so that the
-// keys Service refreshes the links of those only, without a query of its
-// own (which, beside many lookups, waited for a connection longer than
-// the write took). readAfterKeyWrite reads the answers.
+// write committed: it tells every node of the keys the write changed, and
+// reads which of them an identity names, so that the keys Service
+// refreshes the links of those only, without a query of its own (which,
+// beside many lookups, waited for a connection longer than the write
+// took). readAfterKeyWrite reads the answers.
 //
 // The notification runs after the commit, in a transaction of its own:
 // PostgreSQL serialises the commits of notifying transactions, WAL flush

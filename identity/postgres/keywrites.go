@@ -57,6 +57,14 @@ func (s *Store) AddKeys(ctx context.Context, ks []*pgp.Key) ([]keys.Written, err
 // errInsertRace marks a batch that lost an insert race and must rerun.
 var errInsertRace = errors.New("a key was inserted concurrently")
 
+// insertRace reports whether err is the unique violation of a keys row
+// another writer inserted first (by fingerprint): the batch reruns with
+// fresh reads.
+func insertRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "keys" // unique_violation
+}
+
 func retryable(err error) bool {
 	if errors.Is(err, errInsertRace) {
 		return true
@@ -171,7 +179,8 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 		}
 		var ids []int64
 		if small {
-			if ids, err = readKeyIDs(br, len(order)); err != nil {
+			rows, err := br.Query()
+			if ids, err = readKeyIDs(rows, err, len(order)); err != nil {
 				return err
 			}
 		}
@@ -265,8 +274,7 @@ func (s *Store) addKeysOnce(ctx context.Context, ks []*pgp.Key) ([]keys.Written,
 		}
 		res, err := tx.commit(ctx, writes, after)
 		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "keys" { // unique_violation
+			if insertRace(err) {
 				return errInsertRace
 			}
 			return fmt.Errorf("write keys: %w", err)
@@ -296,17 +304,18 @@ const smallBatch = 64
 // keyColumns are the columns of a keys row (keyRow), and keyColumnTypes their
 // types.
 var (
-	keyColumns = []string{"fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
+	keyColumns = []string{"id", "fingerprint", "version", "long_id", "short_id", "digest", "algorithm", "bits", "curve",
 		"created_at", "expires_at", "revoked", "packets"}
-	keyColumnTypes = []string{"bytea", "int2", "int8", "int4", "bytea", "int2", "int4", "text",
+	keyColumnTypes = []string{"int8", "bytea", "int2", "int8", "int4", "bytea", "int2", "int4", "text",
 		"timestamptz", "timestamptz", "bool", "bytea"}
 )
 
-// keyRow is a pending key as a keys row, in keyColumns order.
+// keyRow is a pending key, whose id is set, as a keys row, in keyColumns
+// order.
 func keyRow(p *pendingKey) []any {
 	d := p.key.Describe()
 	digest := p.key.Digest()
-	return []any{p.fp, int16(d.Version), int64(d.KeyID), int32(d.KeyID32()), digest[:],
+	return []any{p.id, p.fp, int16(d.Version), int64(d.KeyID), int32(d.KeyID32()), digest[:],
 		int16(d.Algorithm), int32(d.Bits), d.Curve, d.Created, nullTime(d.Expires), d.Revoked, p.key.Bytes()}
 }
 
@@ -331,9 +340,9 @@ func unnestInsert(table string, cols, types []string, rows [][]any, suffix strin
 // small batch that turn out to be new; those that do not leave a gap.
 const allocateKeyIDs = `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`
 
-// readKeyIDs reads the n ids of allocateKeyIDs.
-func readKeyIDs(br pgx.BatchResults, n int) ([]int64, error) {
-	rows, err := br.Query()
+// readKeyIDs reads the n ids of allocateKeyIDs from its rows, or the
+// error of running it.
+func readKeyIDs(rows pgx.Rows, err error, n int) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocate key ids: %w", err)
 	}
@@ -357,9 +366,9 @@ func queueKeyInserts(b *pgx.Batch, ps []*pendingKey) {
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
-		rows[i] = append([]any{p.id}, keyRow(p)...)
+		rows[i] = keyRow(p)
 	}
-	sql, args := unnestInsert("keys", append([]string{"id"}, keyColumns...), append([]string{"int8"}, keyColumnTypes...), rows, "")
+	sql, args := unnestInsert("keys", keyColumns, keyColumnTypes, rows, "")
 	b.Queue(sql, args...)
 }
 
@@ -372,24 +381,17 @@ func copyKeys(ctx context.Context, tx *writeTxn, ps []*pendingKey) error {
 		return nil
 	}
 	res, err := tx.Query(ctx, allocateKeyIDs, len(ps))
+	ids, err := readKeyIDs(res, err, len(ps))
 	if err != nil {
-		return fmt.Errorf("allocate key ids: %w", err)
-	}
-	ids, err := pgx.CollectRows(res, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("allocate key ids: %w", err)
-	}
-	if len(ids) != len(ps) {
-		return fmt.Errorf("allocate key ids: got %d of %d", len(ids), len(ps))
+		return err
 	}
 	rows := make([][]any, len(ps))
 	for i, p := range ps {
 		p.id = ids[i]
-		rows[i] = append([]any{p.id}, keyRow(p)...)
+		rows[i] = keyRow(p)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, append([]string{"id"}, keyColumns...), pgx.CopyFromRows(rows)); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"keys"}, keyColumns, pgx.CopyFromRows(rows)); err != nil {
+		if insertRace(err) {
 			return errInsertRace
 		}
 		return fmt.Errorf("copy keys: %w", err)
