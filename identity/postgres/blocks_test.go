@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
-	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/pgp"
 )
@@ -202,18 +200,8 @@ func TestRefusedDigestsAreRememberedUntilUnblocked(t *testing.T) {
 // key: after a block removes a key, no row names a key that is not
 // stored, and the other key's rows are exactly its own.
 func TestKeysLeaveNoUserIDsOrSubkeysBehind(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	_, s, db := openWithConn(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
 	count := func(q string) int {
 		t.Helper()
 		var n int

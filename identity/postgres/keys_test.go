@@ -12,7 +12,6 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -543,17 +542,14 @@ func TestConcurrentLargeBatchesOfTheSameNewKeys(t *testing.T) {
 // node learns it inserted it and the other that it was already there.
 func TestConcurrentSmallBatchesOfTheSameNewKeysFromTwoNodes(t *testing.T) {
 	const n = 24
-	url := pgtest.NewDatabase(t)
+	url, first, conn := openWithConn(t)
 	ctx := context.Background()
-	var stores [2]*postgres.Store
-	for i := range stores {
-		s, err := postgres.Open(ctx, url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		stores[i] = s
+	second, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(second.Close)
+	stores := [2]*postgres.Store{first, second}
 	g := keygen.New(94)
 	for round := range 4 {
 		ks := make([]*pgp.Key, n/4)
@@ -563,11 +559,6 @@ func TestConcurrentSmallBatchesOfTheSameNewKeysFromTwoNodes(t *testing.T) {
 		addTwiceAtOnce(t, ctx, stores, ks)
 	}
 	// No row of a lost insert is left behind.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var keyRows, uidKeys, wordKeys, subKeys int
 	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM keys), (SELECT count(DISTINCT key_ref) FROM user_ids),
 		(SELECT count(DISTINCT key_ref) FROM key_words), (SELECT count(DISTINCT key_ref) FROM subkeys)`).Scan(&keyRows, &uidKeys, &wordKeys, &subKeys); err != nil {

@@ -18,8 +18,6 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/keys/bulk"
-	"github.com/kith-keyserver/kith/identity/postgres"
-	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
@@ -51,18 +49,8 @@ func checkKeyWords(t *testing.T, db *pgx.Conn, when string, min int) {
 // one out, a block that removes a key; and the migration builds them for
 // keys stored before it.
 func TestEveryWriterKeepsKeyWords(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	_, s, db := openWithConn(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
 
 	full := entityKey(t, newEntity(t, "Alice Liddell <alice@example.org>", "Alice Wonderland <alice@rabbit.example>"))
 	if _, err := s.AddKey(ctx, withOnlyUserIDs(t, full, 0)); err != nil {
@@ -172,18 +160,8 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 	if !slices.Contains(rings, testkit.DebianKeyring) {
 		testkit.Missing(t, "%s missing", testkit.DebianKeyring)
 	}
-	url := pgtest.NewDatabase(t)
+	_, s, db := openWithConn(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
 
 	gen := filepath.Join(t.TempDir(), "generated.pgp")
 	if err := os.WriteFile(gen, bytes.Join(generatedKeys(t, 300), nil), 0o644); err != nil {
