@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/user"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -170,20 +169,7 @@ func TestSSHCertDeviceLoginLogsInUntilRevoked(t *testing.T) {
 	a := newDeviceCAServer(t, cfg, op)
 	login, _ := claimByConsent(t, a, op, "alice", identity.Login{})
 
-	caFile, krlFile := filepath.Join(work, "kith_user_ca.pub"), filepath.Join(work, "kith.krl")
-	out, _, err := kithCmd("ssh-ca-key", "--server", a.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(caFile, []byte(out), 0o644)
-	refreshKRL := func() {
-		t.Helper()
-		if out, errOut, err := kithCmd("krl", "--server", a.srv.URL, "--ca-key", caFile, "--out", krlFile); err != nil {
-			t.Fatalf("kith krl: %v\n%s%s", err, out, errOut)
-		}
-	}
-	refreshKRL()
-	port := startSSHD(t, newSSHKeyPair(t, work, "host_ed25519").path, "TrustedUserCAKeys "+caFile, "RevokedKeys "+krlFile).port
+	_, krlFile, refreshKRL, port := startCASSHD(t, work, a.srv.URL)
 	sock := testkit.SSHAgent(t)
 
 	// The headless host's key, linked to nothing, approved on the

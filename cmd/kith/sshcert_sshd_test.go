@@ -44,6 +44,29 @@ func newCAServer(t *testing.T, cfg Config) *apiServer {
 	return a
 }
 
+// startCASSHD installs the user CA key and the revocation list of the
+// Kith server at server into work, as the README has an operator do, and
+// starts an sshd that trusts the one and reads the other; refreshKRL
+// fetches the list again.
+func startCASSHD(t *testing.T, work, server string) (caFile, krlFile string, refreshKRL func(), port int) {
+	t.Helper()
+	caFile, krlFile = filepath.Join(work, "kith_user_ca.pub"), filepath.Join(work, "kith.krl")
+	out, _, err := kithCmd("ssh-ca-key", "--server", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(caFile, []byte(out), 0o644)
+	refreshKRL = func() {
+		t.Helper()
+		if out, errOut, err := kithCmd("krl", "--server", server, "--ca-key", caFile, "--out", krlFile); err != nil {
+			t.Fatalf("kith krl: %v\n%s%s", err, out, errOut)
+		}
+	}
+	refreshKRL()
+	port = startSSHD(t, newSSHKeyPair(t, work, "host_ed25519").path, "TrustedUserCAKeys "+caFile, "RevokedKeys "+krlFile).port
+	return caFile, krlFile, refreshKRL, port
+}
+
 // sshLogin tries to log in as login with the key file and, when not
 // empty, the certificate file; it reports whether the login worked.
 func sshLogin(t *testing.T, port int, login, key, cert string) bool {
@@ -110,20 +133,7 @@ func TestSSHCertLogsInUntilRevokedAndKRLRefreshed(t *testing.T) {
 
 	// The sshd side: the CA key and the revocation list, as the README
 	// has an operator install them.
-	caFile, krlFile := filepath.Join(work, "kith_user_ca.pub"), filepath.Join(work, "kith.krl")
-	out, _, err := kithCmd("ssh-ca-key", "--server", a.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(caFile, []byte(out), 0o644)
-	refreshKRL := func() {
-		t.Helper()
-		if out, errOut, err := kithCmd("krl", "--server", a.srv.URL, "--ca-key", caFile, "--out", krlFile); err != nil {
-			t.Fatalf("kith krl: %v\n%s%s", err, out, errOut)
-		}
-	}
-	refreshKRL()
-	port := startSSHD(t, newSSHKeyPair(t, work, "host_ed25519").path, "TrustedUserCAKeys "+caFile, "RevokedKeys "+krlFile).port
+	caFile, krlFile, refreshKRL, port := startCASSHD(t, work, a.srv.URL)
 
 	// The user side: kith ssh-cert writes KEY-cert.pub, which plain ssh
 	// picks up beside the key.
@@ -231,7 +241,7 @@ func TestSSHCertLogsInUntilRevokedAndKRLRefreshed(t *testing.T) {
 
 	// kith krl never goes back to an older list: with a newer one
 	// installed, it refuses and keeps the file.
-	caBlob := mustBlob(t, out)
+	caBlob := mustBlob(t, string(mustRead(t, caFile)))
 	newer := (&ssh.KRL{Version: 1 << 62, Certificates: []ssh.RevokedCertificates{{CA: caBlob}}}).Marshal()
 	newerFile := filepath.Join(work, "newer.krl")
 	os.WriteFile(newerFile, newer, 0o644)
