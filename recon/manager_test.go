@@ -1,10 +1,10 @@
 package recon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kith-keyserver/kith/identity/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -244,24 +244,6 @@ func (f *flakyFetcher) Fetch(ctx context.Context, peer Peer, missing [][16]byte)
 	return f.next.Fetch(ctx, peer, missing)
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitRecorder stands in for the gossip loop's sleep: it records each
 // wait and returns at once, until a wait as long as a normal round's
 // (the interval is an hour in these tests) ends the loop.
@@ -316,7 +298,7 @@ func TestGossipRetriesFailedRoundsWithBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	fA := newRecordingFetcher()
 	peer := Peer{Address: lnB.Addr().String(), HTTP: "http://127.0.0.1:2"}
 	mA, err := NewManager(ManagerConfig{Interval: time.Hour, Peers: []Peer{peer}}, BuildTree(a),
@@ -386,7 +368,7 @@ func TestGossipWithDeadPeerWarnsOnce(t *testing.T) {
 	defer cancel()
 	go mB.Serve(ctx, lnB)
 
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	fA := newRecordingFetcher()
 	peer := Peer{Address: "192.0.2.1:11370", HTTP: "http://127.0.0.1:2"} // never dialled for real
 	const interval = time.Minute
@@ -438,7 +420,7 @@ func TestGossipWithDeadPeerWarnsOnce(t *testing.T) {
 func TestManagerLogsRefusedConnectionsOncePerMinute(t *testing.T) {
 	ln := listen(t)
 	reg := prometheus.NewRegistry()
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	m, err := NewManager(ManagerConfig{Peers: []Peer{{Address: "127.0.0.2:11370"}}}, NewTree(), newRecordingFetcher(),
 		slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ type site struct {
 	srv    *httptest.Server
 	web    *web.Handler
 	key    []byte
-	logs   *lockedBuffer
+	logs   *testkit.SyncBuffer
 	server string
 	// smtp receives the mails the pages send.
 	smtp *mailtest.Server
@@ -77,23 +76,6 @@ type keyBlocklist struct{ keys *keys.Service }
 
 func (b *keyBlocklist) AddBlock(ctx context.Context, blk identity.Block) (identity.BlockOutcome, error) {
 	return b.keys.AddBlock(ctx, blk)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newSite starts Kith's web frontend over TLS on loopback with providers
@@ -115,7 +97,7 @@ func newKeySite(t *testing.T) *site {
 // pages, and with the upload policy uploads.
 func newSiteWith(t *testing.T, opts web.Options, withProviders bool, uploads keys.UploadPolicy) *site {
 	t.Helper()
-	s := &site{t: t, store: pgtest.NewStore(t), logs: &lockedBuffer{}}
+	s := &site{t: t, store: pgtest.NewStore(t), logs: &testkit.SyncBuffer{}}
 	log := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.key = make([]byte, 32)
 	rand.Read(s.key)

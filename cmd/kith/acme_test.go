@@ -51,7 +51,7 @@ func loopbackDNS(t *testing.T) string {
 // pebble is a running Pebble, Let's Encrypt's ACME test server.
 type pebble struct {
 	cmd       *exec.Cmd
-	out       *syncBuffer
+	out       *testkit.SyncBuffer
 	directory string
 	root      *x509.CertPool // its issuing root
 }
@@ -77,7 +77,7 @@ func startPebble(t *testing.T, ca *testkit.CA, dir, dnsAddr string, httpPort, tl
 	}})
 	confFile := filepath.Join(dir, "pebble.json")
 	os.WriteFile(confFile, conf, 0o644)
-	p := &pebble{cmd: exec.Command(bin, "-config", confFile, "-dnsserver", dnsAddr), out: &syncBuffer{},
+	p := &pebble{cmd: exec.Command(bin, "-config", confFile, "-dnsserver", dnsAddr), out: &testkit.SyncBuffer{},
 		directory: "https://" + acmeAddr + "/dir", root: x509.NewCertPool()}
 	// No waits before validating, no nonces refused at random, no
 	// authorizations reused: each run asks the same way.

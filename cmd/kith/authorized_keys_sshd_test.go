@@ -116,7 +116,7 @@ func TestSSHDLogsInOnlyWithProvenKeys(t *testing.T) {
 	}, "\n")), 0o644)
 
 	srv := exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
-	sshdLog := &syncBuffer{}
+	sshdLog := &testkit.SyncBuffer{}
 	srv.Stdout, srv.Stderr = sshdLog, sshdLog
 	if err := subprocess.Start(srv, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

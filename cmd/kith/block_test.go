@@ -39,7 +39,7 @@ func kithExecErr(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(kithBinary(t), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=tester"}
-	var out, errb syncBuffer
+	var out, errb testkit.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	return out.String(), errb.String(), err

@@ -22,7 +22,7 @@ import (
 type sshdHost struct {
 	port int
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testkit.SyncBuffer
 }
 
 // requireSSHDAsRoot needs sshd, ssh, ssh-keygen and the other tools, and
@@ -64,7 +64,7 @@ func startSSHD(t *testing.T, hostKey string, lines ...string) *sshdHost {
 		"LogLevel VERBOSE",
 		"",
 	), "\n")), 0o644)
-	h := &sshdHost{port: port, log: &syncBuffer{}}
+	h := &sshdHost{port: port, log: &testkit.SyncBuffer{}}
 	h.cmd = exec.Command(sshd, "-D", "-e", "-f", config, "-p", fmt.Sprint(port))
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	if err := subprocess.Start(h.cmd, syscall.SIGKILL); err != nil {

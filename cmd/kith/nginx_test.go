@@ -117,7 +117,7 @@ http {
 		t.Fatalf("nginx -t refuses the README's snippet: %v\n%s\n%s", err, out, site)
 	}
 	run := nginxCmd()
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	run.Stdout, run.Stderr = &log, &log
 	if err := subprocess.Start(run, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -76,26 +76,9 @@ func kithBinary(t testing.TB) string {
 type server struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startServe runs kith serve in dir with extra args; cred, if set, runs it
@@ -108,7 +91,7 @@ func startServe(t testing.TB, dir string, cred *syscall.Credential, args ...stri
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	s := &server{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	s := &server{cmd: cmd, addr: addr, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	// Killed if the test binary dies; its cluster then stops too (kith
 	// starts it with a parent-death signal of its own).

@@ -133,7 +133,7 @@ func TestReconWithRealSKSKeysChangedByPolicy(t *testing.T) {
 		GossipInterval: 0.05, // SKS starts a round about every 3 s
 		DebugLevel:     4,
 	})
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	reg := prometheus.NewRegistry()
 	cfg := defaultConfig()
 	cfg.Recon.Interval = settings.Duration(time.Hour) // SKS starts the rounds

@@ -77,7 +77,7 @@ var shownCode = regexp.MustCompile(`open on any device\n  (\S+)\nand enter the c
 // provider's form as the provider's user, and returns what it printed.
 func deviceCert(t *testing.T, a *apiServer, op *testProvider, sock, handle string, key sshKeyPair, extra ...string) string {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testkit.SyncBuffer
 	env := &environment{stdout: &out, stderr: &errOut, environ: append(os.Environ(), "SSH_AUTH_SOCK="+sock)}
 	done := make(chan error, 1)
 	go func() {

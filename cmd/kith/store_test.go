@@ -35,7 +35,7 @@ func TestStoreCommandsCreateNothing(t *testing.T) {
 			cmd := exec.Command(kithBinary(t), args...)
 			cmd.Dir = dir
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-			var out, errb syncBuffer
+			var out, errb testkit.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			err := cmd.Run()
 			if err == nil {
@@ -103,7 +103,7 @@ func TestRootStoreCommandLeavesTheServiceCluster(t *testing.T) {
 		}
 		cmd.Dir = base
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + base}
-		var out, errb syncBuffer
+		var out, errb testkit.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("kith %s (as %s): %v\n%s", strings.Join(args, " "), map[bool]string{true: u.Username, false: "root"}[asUser], err, errb.String())

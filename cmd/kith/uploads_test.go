@@ -108,7 +108,7 @@ func startServeEnv(t *testing.T, env []string, args ...string) *server {
 	cmd := exec.Command(kithBinary(t), append([]string{"serve", "--listen", addr, "--recon-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
-	s := &server{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	s := &server{cmd: cmd, addr: addr, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := subprocess.Start(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ import (
 type litewitness struct {
 	url  string // its submission prefix
 	vkey string
-	out  *syncBuffer
+	out  *testkit.SyncBuffer
 }
 
 // buildTorchwood builds litewitness and witnessctl, the versions go.mod
@@ -95,7 +95,7 @@ func startLitewitness(t *testing.T, bin string, logKeys ...string) *litewitness 
 		t.Fatal(err)
 	}
 	addr := testkit.FreeAddr(t)
-	w := &litewitness{url: "http://" + addr, vkey: cosigner.VerifierKey(), out: &syncBuffer{}}
+	w := &litewitness{url: "http://" + addr, vkey: cosigner.VerifierKey(), out: &testkit.SyncBuffer{}}
 	cmd := exec.Command(filepath.Join(bin, "litewitness"), "-db", db, "-name", name, "-key", xssh.FingerprintSHA256(pub), "-ssh-agent", sock, "-listen", addr)
 	cmd.Stdout, cmd.Stderr = w.out, w.out
 	if err := cmd.Start(); err != nil {

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,25 +47,7 @@ type env struct {
 	mailer *maillink.Mailer
 	url    string
 	// logs holds the handler's logs (JSON lines).
-	logs *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the handler's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testkit.SyncBuffer
 }
 
 type envOptions struct {
@@ -107,7 +88,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.url = srv.URL
 	e.mailer = &maillink.Mailer{PublicURL: srv.URL, Server: "Kith <" + srv.URL + ">",
 		Mail: &mail.SMTP{Address: e.smtp.Addr, From: "kith@keys.example.org"}}
-	e.logs = &syncBuffer{}
+	e.logs = &testkit.SyncBuffer{}
 	opts := v2.Options{Uploads: e.ks, UploadLimit: limit(o.uploadsPerMinute),
 		EmailLookupLimit: limit(o.lookupsPerMinute), MaxBodySize: o.maxBody, VerifiedOnly: o.verifiedOnly,
 		Corroborations: svc, Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
