@@ -95,7 +95,7 @@ func runRefresh(ctx context.Context, env *environment, args []string) error {
 	var since time.Time
 	switch {
 	case f.all:
-		r, err = refreshAll(ctx, cl, held, got)
+		r, err = cl.RefreshAll(ctx, held, got)
 	default:
 		since, err = refreshSince(f.since, st, f.server, statePath)
 		if err != nil {
@@ -128,28 +128,6 @@ func runRefresh(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 	return nil
-}
-
-// refreshAll fetches every held key, as a classic refresh does, and
-// dates the refresh by the local clock (less the slack the next one
-// allows for).
-func refreshAll(ctx context.Context, cl *refresh.Client, held [][]byte, got func(*pgp.Key) error) (refresh.Result, error) {
-	r := refresh.Result{Held: len(held), Began: time.Now()}
-	for _, fp := range held {
-		k, err := cl.Fetch(ctx, fp)
-		if errors.Is(err, refresh.ErrNotFound) {
-			r.Missing++
-			continue
-		}
-		if err != nil {
-			return r, err
-		}
-		r.Fetched++
-		if err := got(k); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
 }
 
 // refreshSince is the time a refresh starts from: --since, or the last
