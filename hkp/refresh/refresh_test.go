@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,5 +238,45 @@ func TestRefreshRefusesWhatAServerShouldNotSay(t *testing.T) {
 		if _, err := refresh.New(bad, refresh.Options{}); err == nil {
 			t.Errorf("New(%q): no error", bad)
 		}
+	}
+}
+
+// TestRefreshAllFetchesEveryHeldKey: kith refresh --all asks for every
+// held key whatever the logs say, and counts the one the server never had
+// as missing.
+func TestRefreshAllFetchesEveryHeldKey(t *testing.T) {
+	ctx := context.Background()
+	st := inprocess.New(inprocess.Options{})
+	var held [][]byte
+	for i := range 5 {
+		k := applied(t, entity(t, int64(i+1)))
+		if _, err := st.AddKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, k.Fingerprint())
+	}
+	held = append(held, applied(t, entity(t, 99)).Fingerprint())
+	srv, count := keyserver(t, st, 16)
+	cl, err := refresh.New(srv.URL, refresh.Options{UserAgent: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	before := time.Now()
+	r, err := cl.RefreshAll(ctx, held, func(k *pgp.Key) error {
+		got = append(got, k.Fingerprint())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Held != 6 || r.Fetched != 5 || r.Missing != 1 || r.Days != 0 || r.Began.Before(before) {
+		t.Errorf("result %+v, want 6 held, 5 fetched, 1 missing, no log read, begun now", r)
+	}
+	if !slices.EqualFunc(got, held[:5], bytes.Equal) {
+		t.Errorf("got %d keys, want the 5 stored in order", len(got))
+	}
+	if count.logs != 0 || len(count.gets) != 6 {
+		t.Errorf("%d log requests, %d keys asked for; want 0 and 6", count.logs, len(count.gets))
 	}
 }
