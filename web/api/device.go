@@ -102,11 +102,8 @@ func (h *Handler) postDeviceAuthorization(w http.ResponseWriter, r *http.Request
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
-	if err := needStatement(req.Statement, identity.PurposeCertificate); err != nil {
+	if err := needSignedCertificateStatement(req.Statement, req.Signature); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Signature) == "" {
-		return missing("signature", "the statement's key signs it (ssh-keygen -Y sign -n kith -f KEY statement.txt)")
 	}
 	if err := h.svc.CheckCertificateRequest(r.Context(), []byte(req.Statement), []byte(req.Signature)); err != nil {
 		return err

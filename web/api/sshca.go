@@ -88,16 +88,26 @@ func (h *Handler) caKeyLineNamed(kind string) ([]byte, error) {
 	return ssh.MarshalAuthorizedKey(&ssh.Key{Public: pub, Comment: kind + h.svc.Server()}), nil
 }
 
+// needSignedCertificateStatement refuses a certificate request without
+// its statement (of PurposeCertificate) or without the signature of the
+// key it names.
+func needSignedCertificateStatement(statement, signature string) error {
+	if err := needStatement(statement, identity.PurposeCertificate); err != nil {
+		return err
+	}
+	if strings.TrimSpace(signature) == "" {
+		return missing("signature", "the statement's key signs it (ssh-keygen -Y sign -n kith -f KEY statement.txt)")
+	}
+	return nil
+}
+
 func (h *Handler) postCertificate(w http.ResponseWriter, r *http.Request) error {
 	var req CertificateRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
-	if err := needStatement(req.Statement, identity.PurposeCertificate); err != nil {
+	if err := needSignedCertificateStatement(req.Statement, req.Signature); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Signature) == "" {
-		return missing("signature", "the statement's key signs it (ssh-keygen -Y sign -n kith -f KEY statement.txt)")
 	}
 	validity, err := parseValidity(req.Validity)
 	if err != nil {
