@@ -53,6 +53,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kith-keyserver/kith/identity/keys"
 )
 
 // answer is one rendered lookup answer. It is immutable once built.
@@ -76,7 +78,7 @@ type cacheEntry struct {
 	fps     []string // primary fingerprints in the answer (raw bytes)
 	term    string   // the selector term ("" for word queries)
 	words   []string // the words of a word query
-	lexemes []string // their lexemes (lexemesOf), for invalidation
+	lexemes []string // their lexemes (keys.Lexemes), for invalidation
 	expires time.Time
 	size    int64
 	elem    *list.Element
@@ -176,7 +178,7 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 		return
 	}
 	size := int64(len(a.body)+len(key)+len(term)+entryOverhead) + int64(len(fps))*fingerprintOverhead
-	lexemes := lexemesOf(strings.Join(words, " "))
+	lexemes := keys.Lexemes(strings.Join(words, " "))
 	for _, w := range words {
 		size += int64(len(w)) + 32
 	}
@@ -326,26 +328,6 @@ func (c *cache) invalidate(fp []byte, kt *keyTerms) {
 	}
 	c.metrics.dropped(n)
 	c.metrics.size(c.bytes, len(c.byKey))
-}
-
-// lexemesOf returns the lexemes of s as the store's search makes them
-// (user_ids.words, migration 0001: lower(), then every character that is
-// not an ASCII letter or digit a separator, in the C locale): the runs of
-// ASCII letters and digits, upper case folded.
-func lexemesOf(s string) []string {
-	var out []string
-	start := -1
-	for i := 0; i <= len(s); i++ {
-		alnum := i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9')
-		switch {
-		case alnum && start < 0:
-			start = i
-		case !alnum && start >= 0:
-			out = append(out, strings.ToLower(s[start:i]))
-			start = -1
-		}
-	}
-	return out
 }
 
 // longest returns the longest of ls (the first of those as long), the

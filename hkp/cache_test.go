@@ -7,12 +7,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
@@ -328,45 +325,6 @@ func TestCacheDropsEntriesUnusedForTheTTL(t *testing.T) {
 	want := c.byKey["mid"].size + c.byKey["new"].size
 	if len(c.byKey) != 2 || c.bytes != want || len(c.byFP) != 2 || len(c.byTerm) != 2 {
 		t.Errorf("after the sweep: %d entries, %d bytes (want %d), %d fps, %d terms", len(c.byKey), c.bytes, want, len(c.byFP), len(c.byTerm))
-	}
-}
-
-// The cache's lexemes are the store's: for user IDs and searches with
-// accents, other scripts, case that folds into ASCII (the Kelvin sign, a
-// dotted capital I) and addresses, lexemesOf gives the very lexemes of the
-// tsvector the store's search matches (user_ids.words, migration 0001).
-func TestLexemesAreTheStoresLexemes(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, s := range []string{
-		"Generated User 29330 <user29330.0@example.net>",
-		"José Müller-Lüdenscheidt <jose.mueller@example.org>",
-		"josé", "Josè Q", "ÅSA Öberg", "İstanbul Iİı", "\u212aelvin KELVIN",
-		"日本語 テスト <nihon@example.jp>", "abc123def 1e5 3.14 foo-bar_baz",
-		"Ünïcödé\u00a0nbsp\ttab", "UPPER lower MiXeD", "", "!!!",
-	} {
-		var want []string
-		if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w ORDER BY w), '{}') FROM unnest(tsvector_to_array(
-			to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))) AS w`, s).Scan(&want); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]bool{}
-		for _, l := range lexemesOf(s) {
-			got[l] = true
-		}
-		var sorted []string
-		for l := range got {
-			sorted = append(sorted, l)
-		}
-		slices.Sort(sorted)
-		if !slices.Equal(sorted, want) {
-			t.Errorf("%q: lexemes %q, the store's %q", s, sorted, want)
-		}
 	}
 }
 

@@ -42,7 +42,7 @@ func digestTerm(d [16]byte) string { return termDigest + string(d[:]) }
 type keyTerms struct {
 	terms   []string
 	uids    []string        // lower-cased user ID texts, for word queries
-	lexemes map[string]bool // the lexemes of every user ID (lexemesOf)
+	lexemes map[string]bool // the lexemes of every user ID (keys.Lexemes)
 }
 
 // termsOfStored returns the terms of a stored key: its primary and subkey
@@ -89,7 +89,7 @@ func (kt *keyTerms) addUserID(text, email string) {
 	// The store folds case as its database's locale does: in the C locale
 	// (the embedded cluster's) ASCII only, elsewhere also characters such
 	// as the Kelvin sign, which fold into ASCII. Both sets are kept.
-	for _, l := range append(lexemesOf(text), lexemesOf(lower)...) {
+	for _, l := range append(keys.Lexemes(text), keys.Lexemes(lower)...) {
 		kt.lexemes[l] = true
 	}
 	if email != "" {

@@ -322,3 +322,39 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 		t.Errorf("the searches do not cover both paths, matches and misses, and truncation")
 	}
 }
+
+// Lexemes are the store's: for user IDs and searches with accents, other
+// scripts, case that folds into ASCII (the Kelvin sign, a dotted capital
+// I), addresses and words at PostgreSQL's length limit, Lexemes gives the
+// very lexemes of the tsvector the store's search matches (user_ids.words,
+// migration 0001).
+func TestLexemesAreTheStoresLexemes(t *testing.T) {
+	_, _, conn := openWithConn(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		"Generated User 29330 <user29330.0@example.net>",
+		"José Müller-Lüdenscheidt <jose.mueller@example.org>",
+		"josé", "Josè Q", "ÅSA Öberg", "İstanbul Iİı", "\u212aelvin KELVIN",
+		"日本語 テスト <nihon@example.jp>", "abc123def 1e5 3.14 foo-bar_baz",
+		"Ünïcödé\u00a0nbsp\ttab", "UPPER lower MiXeD", "", "!!!",
+		strings.Repeat("a", 2046) + " b", strings.Repeat("a", 2047) + " b", "c " + strings.Repeat("D", 3000),
+	} {
+		var want []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w ORDER BY w), '{}') FROM unnest(tsvector_to_array(
+			to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))) AS w`, s).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, l := range keys.Lexemes(s) {
+			got[l] = true
+		}
+		var sorted []string
+		for l := range got {
+			sorted = append(sorted, l)
+		}
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, want) {
+			t.Errorf("%q: lexemes %q, the store's %q", s, sorted, want)
+		}
+	}
+}
