@@ -83,10 +83,10 @@ func deferTestFile(t *testing.T) string {
 
 // openWithConn opens a store on a new database and a connection of the
 // test's own to it.
-func openWithConn(t *testing.T) (string, *postgres.Store, *pgx.Conn) {
+func openWithConn(t *testing.T, with ...string) (string, *postgres.Store, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
+	url := pgtest.NewDatabase(t, with...)
 	s, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -25,55 +25,6 @@ import (
 const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
 			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`
 
-// rareWord is how many keys a word of a search may have and still be
-// where the search starts: up to this many keys are read and rechecked
-// (byWords). A word with fewer than fewWords keys is found by reading
-// only that many entries of each word.
-const (
-	rareWord = 100
-	fewWords = 8
-)
-
-// byWords selects the ids of the keys with a user ID whose tsvector
-// (user_ids.words) holds every word of $1, read by plainto_tsquery after
-// the rewrite below, which is how that tsvector is made (migration
-// 0001): every word required, in one user ID, and "example" finds
-// alice@example.org.
-//
-// Its cost follows the rarest word, not the commonest: each word's keys
-// are counted in key_words (migration 0019), and when one has fewer than
-// rareWord, the search reads that word's keys and rechecks each against
-// user_ids.words (the tsvector decides, so the answer is the one the
-// whole query gives; the rarest word's lexeme is among the query's). The
-// counts stop at fewWords first ("Generated User 29330" reads at most
-// eight entries of "generated" and "user" to find that "29330" has one
-// key), and go on to rareWord only when no word is that rare. Only when
-// every word has rareWord keys or more does the GIN index intersect
-// their posting lists, as it did for every search before.
-//
-// The search text reaches the plan only through InitPlans (the
-// scalar subqueries), so a custom plan costs what the generic one does
-// and PostgreSQL keeps the generic plan after its first five runs, as it
-// does for a lookup by fingerprint, instead of planning each search anew
-// (about as long as running it). The recheck is ts_match_vq, the function
-// of @@, in a subquery that OFFSET 0 keeps correlated: a planner without
-// statistics (after a bulk load) otherwise turns it into a hash join on a
-// GIN scan of every word, the very cost this avoids (~10 ms a search).
-var byWords = `WITH counts AS MATERIALIZED (
-			SELECT r.word, (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = r.word LIMIT ` + strconv.Itoa(fewWords) + `) c) AS n
-			FROM unnest((SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))))) AS r(word)),
-		rarest AS MATERIALIZED (
-			SELECT c.word, CASE WHEN (SELECT min(n) FROM counts) < ` + strconv.Itoa(fewWords) + ` THEN c.n
-					ELSE (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = c.word LIMIT ` + strconv.Itoa(rareWord) + `) d) END AS n
-			FROM counts c ORDER BY 2, 1 LIMIT 1),
-		search AS MATERIALIZED (SELECT plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')) AS q)
-		SELECT w.key_ref FROM key_words w
-			WHERE w.word = (SELECT word FROM rarest WHERE n < ` + strconv.Itoa(rareWord) + `)
-				AND EXISTS (SELECT FROM user_ids u WHERE u.key_ref = w.key_ref AND ts_match_vq(u.words, (SELECT q FROM search)) OFFSET 0)
-		UNION ALL
-		SELECT DISTINCT u.key_ref FROM user_ids u
-			WHERE (SELECT n FROM rarest) >= ` + strconv.Itoa(rareWord) + ` AND u.words @@ (SELECT q FROM search)`
-
 // FindKeys returns the keys matching q, at most q.Limit of them, and
 // whether more matched, in one round trip to the server.
 func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
@@ -91,7 +42,7 @@ func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool
 	case q.Email != "":
 		sel, arg = `SELECT DISTINCT key_ref FROM user_ids WHERE email = $1`, strings.ToLower(q.Email)
 	case len(q.Words) > 0:
-		sel, arg = byWords, strings.Join(q.Words, " ")
+		return s.findByWords(ctx, q)
 	case len(q.Digests) > 0:
 		ds := make([][]byte, len(q.Digests))
 		for i := range q.Digests {
@@ -160,17 +111,7 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query)
 	if q.Limit > 0 {
 		limit = strconv.Itoa(q.Limit + 1)
 	}
-	// readUpTo: the largest total whose packets are read (-1: none).
-	readUpTo := int64(math.MaxInt64)
-	switch {
-	case q.InlineBytes < 0:
-		readUpTo = -1
-	case q.InlineBytes > 0:
-		readUpTo = int64(q.InlineBytes)
-	}
-	if q.MaxBytes > 0 {
-		readUpTo = min(readUpTo, int64(q.MaxBytes))
-	}
+	readUpTo := readUpTo(q)
 	if sel == byFingerprint {
 		// The commonest lookup (gpg --recv-keys) names one key by its
 		// primary fingerprint that no other key carries as a subkey: one
@@ -194,6 +135,22 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query)
 	columns, uidJoin := readColumns("sum(octet_length(k.packets)) OVER ()", !q.NoUserIDs)
 	return s.scanKeys(ctx, q, `SELECT `+columns+`
 		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
+}
+
+// readUpTo is the largest total of the keys' sizes whose packets a
+// query reads (-1: none), by its InlineBytes and MaxBytes.
+func readUpTo(q keys.Query) int64 {
+	upTo := int64(math.MaxInt64)
+	switch {
+	case q.InlineBytes < 0:
+		upTo = -1
+	case q.InlineBytes > 0:
+		upTo = int64(q.InlineBytes)
+	}
+	if q.MaxBytes > 0 {
+		upTo = min(upTo, int64(q.MaxBytes))
+	}
+	return upTo
 }
 
 // readColumns lists what scanKeys reads of each key k, with total the

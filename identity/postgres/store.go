@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,12 @@ type Store struct {
 	// deferred holds the search indexes a load on this Store deferred
 	// (DeferIndexes), until they are built; nil otherwise.
 	deferred atomic.Pointer[DeferredIndexes]
+
+	// goLexemes: the database splits user IDs into words as
+	// keys.Lexemes does (its locale is C), so searches by words can be
+	// rechecked in Go (findByWords).
+	goLexemes bool
+	words     wordCounts // where searches by words start
 }
 
 // Options tune how the store connects.
@@ -109,8 +116,32 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if s.goLexemes, err = s.splitsWordsAsGo(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.warm(ctx, min(opts.WarmConns, int(cfg.MaxConns)))
 	return s, nil
+}
+
+// lexemeProbe holds characters whose case or class differs between the
+// C locale and others: letters with accents, the Kelvin sign (which
+// folds to an ASCII k), a dotted capital I, other scripts, a ligature.
+const lexemeProbe = "Josè ÅSA Kelvin İstanbul Ωmega 日本 ﬁnn ǅemal abc123 1e5"
+
+// splitsWordsAsGo reports whether the database makes the words of a user
+// ID (migration 0001's expression) as keys.Lexemes does, on a text that
+// any locale but C splits or folds otherwise.
+func (s *Store) splitsWordsAsGo(ctx context.Context) (bool, error) {
+	var got []string
+	if err := s.pool.QueryRow(ctx, `SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))`,
+		lexemeProbe).Scan(&got); err != nil {
+		return false, fmt.Errorf("postgres: probe the database's words: %w", err)
+	}
+	want := keys.Lexemes(lexemeProbe)
+	slices.Sort(got)
+	slices.Sort(want)
+	return slices.Equal(got, slices.Compact(want)), nil
 }
 
 // Ping checks that the database answers.
@@ -146,12 +177,13 @@ func (s *Store) Close() {
 	}
 }
 
-// Collector returns Prometheus metrics of the connection pool.
+// Collector returns Prometheus metrics of the connection pool and of how
+// searches by words started.
 func (s *Store) Collector() prometheus.Collector {
 	if s.writes == s.pool {
-		return poolCollector{[]*pgxpool.Pool{s.pool}}
+		return storeCollector{[]*pgxpool.Pool{s.pool}, &s.words}
 	}
-	return poolCollector{[]*pgxpool.Pool{s.pool, s.writes}}
+	return storeCollector{[]*pgxpool.Pool{s.pool, s.writes}, &s.words}
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.
@@ -272,13 +304,16 @@ func (t *writeTxn) commit(ctx context.Context, b, after *pgx.Batch) (pgx.BatchRe
 	return br, nil
 }
 
-// poolCollector reports the store's connections, for lookups and kept
-// for writes, together.
-type poolCollector struct{ pools []*pgxpool.Pool }
+// storeCollector reports the store's connections, for lookups and kept
+// for writes, together, and how its searches by words started.
+type storeCollector struct {
+	pools []*pgxpool.Pool
+	words *wordCounts
+}
 
 var (
 	poolDescs = struct {
-		total, idle, acquired, max, acquires, waits, waitSeconds *prometheus.Desc
+		total, idle, acquired, max, acquires, waits, waitSeconds, wordSearches *prometheus.Desc
 	}{
 		total:       prometheus.NewDesc("kith_store_pool_connections", "Open connections in the store's pool.", nil, nil),
 		idle:        prometheus.NewDesc("kith_store_pool_idle_connections", "Idle connections in the store's pool.", nil, nil),
@@ -287,17 +322,20 @@ var (
 		acquires:    prometheus.NewDesc("kith_store_pool_acquires_total", "Connections handed out.", nil, nil),
 		waits:       prometheus.NewDesc("kith_store_pool_empty_acquires_total", "Acquires that had to wait for a connection.", nil, nil),
 		waitSeconds: prometheus.NewDesc("kith_store_pool_acquire_wait_seconds_total", "Time spent waiting for a connection.", nil, nil),
+		wordSearches: prometheus.NewDesc("kith_store_word_searches_total",
+			"Searches by words, by how they started: from the word guessed rarest (guess), from a guess that was not rare, then counted (missed), counted by PostgreSQL (counted).",
+			[]string{"start"}, nil),
 	}
 )
 
-func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := poolDescs
-	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds} {
+	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds, d.wordSearches} {
 		ch <- x
 	}
 }
 
-func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	var total, idle, acquired, maxConns, acquires, waits, waitSeconds float64
 	for _, p := range c.pools {
 		st := p.Stat()
@@ -317,4 +355,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.acquires, prometheus.CounterValue, acquires)
 	ch <- prometheus.MustNewConstMetric(d.waits, prometheus.CounterValue, waits)
 	ch <- prometheus.MustNewConstMetric(d.waitSeconds, prometheus.CounterValue, waitSeconds)
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.fromGuess.Load()), "guess")
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.missed.Load()), "missed")
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.counted.Load()), "counted")
 }

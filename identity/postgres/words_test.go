@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/kith-keyserver/kith/identity"
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/keys/bulk"
+	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/testkit"
 	"github.com/kith-keyserver/kith/pgp"
 	"github.com/kith-keyserver/kith/pgp/keygen"
@@ -237,6 +239,7 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 			append(pick(ws, 1), "example", "generated", "user"),
 			append(pick(ws, 2), pick(other, 1)...),
 		} {
+			q = q[:min(len(q), keys.MaxSearchWords)]
 			for i := range q {
 				q[i] = randomCase(q[i])
 			}
@@ -259,14 +262,17 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 		}
 		return *n
 	}
+	// Each search is run in three states of what the store knows of its
+	// words' counts: nothing (every word guessed rare, so common ones are
+	// found not to be and learned), PostgreSQL's statistics, and those
+	// with what the searches before taught it.
 	var few, rare, common, none, found, truncated int
 	for _, search := range searches {
 		q, err := keys.ParseSearch(search)
 		if err != nil || len(q.Words) == 0 {
 			t.Fatalf("%q is not a search by words: %v", search, err)
 		}
-		text := strings.Join(q.Words, " ")
-		switch n := rarest(text); {
+		switch n := rarest(strings.Join(q.Words, " ")); {
 		case n < 0:
 			none++
 		case n < 8:
@@ -276,6 +282,61 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 		default:
 			common++
 		}
+	}
+	postgres.ForgetWordCounts(s)
+	compareSearches(t, s, db, searches, "knowing no word's count")
+	if _, err := db.Exec(ctx, "ANALYZE key_words"); err != nil {
+		t.Fatal(err)
+	}
+	postgres.ReadWordCounts(s)
+	compareSearches(t, s, db, searches, "knowing PostgreSQL's counts")
+	found, truncated = compareSearches(t, s, db, searches, "knowing the counts and the words found common")
+	guess, missed, counted := postgres.WordSearchStarts(s)
+	t.Logf("%d searches: %d from a word of under 8 keys, %d from one of under 100, %d of common words only, %d of no word; %d found keys, %d truncated",
+		len(searches), few, rare, common, none, found, truncated)
+	t.Logf("the store started %d searches from the word it guessed rarest, %d from a guess that was not rare, and counted the words of %d", guess, missed, counted)
+	if few < 50 || rare < 20 || common < 20 || found < 100 || found == len(searches) || truncated < 20 {
+		t.Errorf("the searches do not cover both paths, matches and misses, and truncation")
+	}
+	if guess < int64(few) || missed == 0 || counted < int64(common) {
+		t.Errorf("the store's searches did not start every way")
+	}
+}
+
+// TestSearchByWordsInALocaleOtherThanC: a database whose locale counts
+// accented letters as letters (C.UTF-8) splits user IDs into other words
+// than keys.Lexemes does, so the store leaves every search by words to
+// PostgreSQL there, and answers as the whole query does: "josé" finds
+// José and not Jos.
+func TestSearchByWordsInALocaleOtherThanC(t *testing.T) {
+	_, s, db := openWithConn(t, "TEMPLATE template0", "LC_CTYPE 'C.UTF-8'", "LC_COLLATE 'C.UTF-8'")
+	ctx := context.Background()
+	for _, uid := range []string{"José Müller <jose@example.org>", "Jos Q <jos@example.org>", "\u212aelvin <kelvin@example.org>"} {
+		if _, err := s.AddKey(ctx, entityKey(t, newEntity(t, uid))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	searches := []string{"josé", "jos", "müller", "m ller", "jos example", "kelvin", "\u212aelvin", "example org"}
+	found, _ := compareSearches(t, s, db, searches, "in C.UTF-8")
+	guess, missed, counted := postgres.WordSearchStarts(s)
+	if guess != 0 || missed != 0 || counted == 0 || found < 4 {
+		t.Errorf("%d searches found keys; started %d from a guess, %d from a guess that was not rare, %d counted; want all counted", found, guess, missed, counted)
+	}
+}
+
+// compareSearches runs every search on s, with a limit of 100 and of 3,
+// and fails t unless each finds the keys, in the order and with the
+// truncation, that oldByWords finds. It returns how many searches found
+// keys and how many answers were cut.
+func compareSearches(t *testing.T, s *postgres.Store, db *pgx.Conn, searches []string, when string) (found, truncated int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, search := range searches {
+		q, err := keys.ParseSearch(search)
+		if err != nil {
+			t.Fatalf("%q is not a search by words: %v", search, err)
+		}
+		text := strings.Join(q.Words, " ")
 		for _, limit := range []int{100, 3} {
 			q.Limit = limit
 			got, more, err := s.FindKeys(ctx, q)
@@ -306,7 +367,7 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 				fps = append(fps, k.Fingerprint)
 			}
 			if !slices.EqualFunc(fps, want, bytes.Equal) || more != wantMore {
-				t.Errorf("%q (limit %d): %d keys (more %v), want %d (more %v)", search, limit, len(fps), more, len(want), wantMore)
+				t.Errorf("%s: %q (limit %d): %d keys (more %v), want %d (more %v)", when, search, limit, len(fps), more, len(want), wantMore)
 			}
 			if limit == 100 && len(want) > 0 {
 				found++
@@ -315,12 +376,24 @@ func TestSearchByWordsAnswersAsTheWholeQueryDid(t *testing.T) {
 				truncated++
 			}
 		}
+		// The form op=get asks in: packets, no user IDs, a bound on the
+		// answer's size, which the keys found decide.
+		get := keys.Query{Words: q.Words, Limit: 100, NoUserIDs: true}
+		got, _, err := s.FindKeys(ctx, get)
+		if err != nil {
+			t.Fatalf("%s: %q as op=get asks: %v", when, search, err)
+		}
+		for _, k := range got {
+			if len(k.Packets) != k.Size || k.Size == 0 || k.UserIDs != nil {
+				t.Errorf("%s: %q as op=get asks: %d bytes of packets, size %d, %d user IDs", when, search, len(k.Packets), k.Size, len(k.UserIDs))
+			}
+		}
+		get.MaxBytes = 1
+		if _, _, err := s.FindKeys(ctx, get); errors.Is(err, keys.ErrAnswerTooLarge) != (len(got) > 0) {
+			t.Errorf("%s: %q with a bound of 1 byte: %v (%d keys found)", when, search, err, len(got))
+		}
 	}
-	t.Logf("%d searches: %d from a word of under 8 keys, %d from one of under 100, %d of common words only, %d of no word; %d found keys, %d truncated",
-		len(searches), few, rare, common, none, found, truncated)
-	if few < 50 || rare < 20 || common < 20 || found < 100 || found == len(searches) || truncated < 20 {
-		t.Errorf("the searches do not cover both paths, matches and misses, and truncation")
-	}
+	return found, truncated
 }
 
 // Lexemes are the store's: for user IDs and searches with accents, other

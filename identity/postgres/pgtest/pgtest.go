@@ -96,8 +96,9 @@ func Unavailable(t testing.TB) {
 }
 
 // NewDatabase creates an empty database for t, dropped when t ends, and
-// returns its connection string.
-func NewDatabase(t testing.TB) string {
+// returns its connection string. with are clauses of CREATE DATABASE
+// (e.g. "TEMPLATE template0", "LC_CTYPE 'C.UTF-8'").
+func NewDatabase(t testing.TB, with ...string) string {
 	t.Helper()
 	Unavailable(t)
 	admin := os.Getenv(EnvURL)
@@ -111,7 +112,7 @@ func NewDatabase(t testing.TB) string {
 	var b [6]byte
 	rand.Read(b[:])
 	name := "kith_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, strings.Join(append([]string{"CREATE DATABASE", name}, with...), " ")); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
