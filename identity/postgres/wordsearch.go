@@ -20,15 +20,17 @@ import (
 
 // rareWord is how many keys a word of a search may have and still be
 // where the search starts: up to this many keys are read and rechecked
-// (byWords). A word with fewer than fewWords keys is found by reading
-// only that many entries of each word.
+// (byRareWord, byWords). A word with fewer than fewWords keys is found by
+// byWords reading only that many entries of each word.
 const (
 	rareWord = 100
 	fewWords = 8
 )
 
 // byWords selects the ids of the keys with a user ID whose tsvector
-// (user_ids.words) holds every word of $1, read by plainto_tsquery after
+// (user_ids.words) holds every word of $1, counting each word's keys in
+// PostgreSQL: the search when findByWords cannot start from a word it
+// guessed rare. $1 is read by plainto_tsquery after
 // the rewrite below, which is how that tsvector is made (migration
 // 0001): every word required, in one user ID, and "example" finds
 // alice@example.org.
