@@ -61,7 +61,8 @@ import (
 type answer struct {
 	status      int
 	contentType string
-	// header holds extra header fields (name, value).
+	// header holds extra header fields (name in canonical form, as
+	// http.CanonicalHeaderKey gives it; value).
 	header [][2]string
 	body   []byte
 	// stream, when set, writes the body instead of body (an answer too

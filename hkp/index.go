@@ -23,12 +23,12 @@ func (h *Handler) indexAnswer(l *lookup, keys []keys.Stored, more bool) *answer 
 		status: http.StatusOK,
 		header: [][2]string{
 			{"Cache-Control", "max-age=300"},
-			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
+			{"X-Hkp-Results-Count", strconv.Itoa(len(keys))},
 		},
 		cacheable: true,
 	}
 	if more {
-		a.header = append(a.header, [2]string{"X-HKP-Results-Truncated", "true"})
+		a.header = append(a.header, [2]string{"X-Hkp-Results-Truncated", "true"})
 	}
 	if l.mr {
 		a.contentType = "text/plain; charset=utf-8"

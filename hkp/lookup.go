@@ -161,7 +161,7 @@ func truncate(s string, n int) string {
 
 // serveLookup answers GET /pks/lookup.
 func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header()["Access-Control-Allow-Origin"] = []string{"*"}
 	l, err := parseLookup(r.URL.Query())
 	if err != nil {
 		op := strings.ToLower(r.URL.Query().Get("op"))
@@ -268,7 +268,7 @@ func (h *Handler) answerLookup(ctx context.Context, l *lookup) (a *answer, fps [
 		a := &answer{
 			status:      http.StatusNotFound,
 			contentType: "text/plain; charset=utf-8",
-			header:      [][2]string{{"Cache-Control", "no-cache"}, {"X-HKP-Results-Count", "0"}},
+			header:      [][2]string{{"Cache-Control", "no-cache"}, {"X-Hkp-Results-Count", "0"}},
 			body:        []byte("No keys found\n"),
 			cacheable:   true,
 		}
@@ -355,7 +355,7 @@ func getAnswer(keys []keys.Stored) *answer {
 		contentType: "application/pgp-keys",
 		header: [][2]string{
 			{"Cache-Control", "max-age=300"},
-			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
+			{"X-Hkp-Results-Count", strconv.Itoa(len(keys))},
 		},
 		body:      b.Bytes(),
 		cacheable: true,
@@ -374,7 +374,7 @@ func (h *Handler) streamedGetAnswer(keys []keys.Stored) *answer {
 		contentType: "application/pgp-keys",
 		header: [][2]string{
 			{"Cache-Control", "max-age=300"},
-			{"X-HKP-Results-Count", strconv.Itoa(len(keys))},
+			{"X-Hkp-Results-Count", strconv.Itoa(len(keys))},
 		},
 		stream: func(ctx context.Context, w io.Writer) error {
 			return writeArmoredStream(ctx, w, fps, h.store.StreamPackets)
@@ -394,14 +394,16 @@ func estimateArmored(keys []keys.Stored) int {
 // out is cut off (the client sees a truncated body, never a short key
 // block that looks whole) and the error returned.
 func writeAnswer(ctx context.Context, w http.ResponseWriter, a *answer) error {
+	// The names are canonical already: the header is set without
+	// Header.Set canonicalizing each name again on every answer.
 	hd := w.Header()
-	hd.Set("Content-Type", a.contentType)
+	hd["Content-Type"] = []string{a.contentType}
 	if a.stream == nil {
-		hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+		hd["Content-Length"] = []string{strconv.Itoa(len(a.body))}
 	}
-	hd.Set("X-Content-Type-Options", "nosniff")
+	hd["X-Content-Type-Options"] = []string{"nosniff"}
 	for _, f := range a.header {
-		hd.Set(f[0], f[1])
+		hd[f[0]] = []string{f[1]}
 	}
 	w.WriteHeader(a.status)
 	if a.stream != nil {

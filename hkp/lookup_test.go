@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -332,5 +333,36 @@ func TestHGetServesKeyByDigest(t *testing.T) {
 	got, err := pgp.ParseKey([]byte(r.body))
 	if err != nil || got.Digest() != applied.Digest() {
 		t.Errorf("hget served another key: %v", err)
+	}
+}
+
+// Lookup answers name their header fields in canonical form, as
+// Header.Set would: writeAnswer sets them without canonicalizing, for
+// every answer (found, cached, several keys, truncated, not found,
+// refused).
+func TestLookupHeaderNamesAreCanonical(t *testing.T) {
+	ts := newTestServer(t, Options{MaxResults: 1})
+	a := newEntity(t, "Grace Hopper", "grace@example.org", 420)
+	b := newEntity(t, "Grace Other", "other@example.org", 421)
+	ts.mustAdd(armored(t, binaryKey(t, a), binaryKey(t, b)))
+	for _, q := range []string{
+		"op=get&options=mr&search=0x" + fpHex(a),
+		"op=get&options=mr&search=0x" + fpHex(a), // cached
+		"op=index&options=mr&search=grace",       // truncated at one key
+		"op=vindex&search=hopper",
+		"op=hget&search=00000000000000000000000000000000",
+		"op=index&search=nobody-at-all",
+		"op=nonsense&search=x",
+	} {
+		rec := httptest.NewRecorder()
+		ts.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/pks/lookup?"+q, nil))
+		if len(rec.Header()) < 2 {
+			t.Errorf("%s: %d header fields", q, len(rec.Header()))
+		}
+		for name := range rec.Header() {
+			if name != http.CanonicalHeaderKey(name) {
+				t.Errorf("%s: header field %q is not in canonical form", q, name)
+			}
+		}
 	}
 }

@@ -98,8 +98,11 @@ func Health(st Pinger, restarting error, log *slog.Logger) http.Handler {
 // status code) and measures their latency
 // (kith_http_request_duration_seconds, by route) per route: the mux
 // pattern that served them, "unmatched" for none. It registers the
-// metrics with reg.
+// metrics with reg. It also sets each response's Date from the clock
+// reading it takes anyway, formatted once a second (net/http formats it
+// for every response: 2% of a cached lookup's CPU).
 func Instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
+	var dates dateCache
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kith_http_requests_total",
 		Help: "HTTP requests served, by route and status code.",
@@ -112,6 +115,7 @@ func Instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
 	reg.MustRegister(requests, latency)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		w.Header()["Date"] = []string{dates.at(start)}
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		route := r.Pattern
@@ -121,6 +125,26 @@ func Instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
 		requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
 		latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// dateCache holds the Date header value of the last second asked for.
+type dateCache struct{ last atomic.Pointer[stampedDate] }
+
+// stampedDate is a Date header value and the second it stands for.
+type stampedDate struct {
+	second int64
+	value  string
+}
+
+// at returns the Date header value of t, formatting it only when t is in
+// another second than the last one asked for.
+func (d *dateCache) at(t time.Time) string {
+	if p := d.last.Load(); p != nil && p.second == t.Unix() {
+		return p.value
+	}
+	p := &stampedDate{second: t.Unix(), value: t.UTC().Format(http.TimeFormat)}
+	d.last.Store(p)
+	return p.value
 }
 
 // statusWriter remembers the status code a handler wrote.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -109,5 +110,39 @@ func TestHandlerLeavesMetricsToTheirListener(t *testing.T) {
 	Metrics(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if want := `kith_http_requests_total{code="404",route="unmatched"} 1`; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want+"\n") {
 		t.Fatalf("metrics handler: %d, want 200 with %s:\n%s", rec.Code, want, rec.Body.String())
+	}
+}
+
+// Every response carries the Date of its second, in HTTP's form, once
+// formatted per second: a later second gets its own.
+func TestResponsesCarryTheirSecondsDate(t *testing.T) {
+	h := Handler(http.NewServeMux(), pingFunc(func(context.Context) error { return nil }), errRestarting, prometheus.NewRegistry(), true, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	before := time.Now().Truncate(time.Second)
+	res, err := http.Get(srv.URL + "/pks/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	date, err := http.ParseTime(res.Header.Get("Date"))
+	if err != nil || date.Before(before) || date.After(time.Now()) {
+		t.Errorf("Date %q (%v), want a time from %v to now", res.Header.Get("Date"), err, before)
+	}
+
+	var d dateCache
+	t0 := time.Date(2026, 12, 7, 1, 2, 3, 100, time.FixedZone("CET", 3600))
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{t0, "Mon, 07 Dec 2026 00:02:03 GMT"},
+		{t0.Add(900 * time.Millisecond), "Mon, 07 Dec 2026 00:02:03 GMT"},
+		{t0.Add(time.Second), "Mon, 07 Dec 2026 00:02:04 GMT"},
+		{t0.Add(time.Hour), "Mon, 07 Dec 2026 01:02:03 GMT"},
+	} {
+		if got := d.at(c.at); got != c.want {
+			t.Errorf("at %v: %q, want %q", c.at, got, c.want)
+		}
 	}
 }
