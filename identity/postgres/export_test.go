@@ -6,9 +6,6 @@ import "time"
 // count, as a store does before PostgreSQL has analysed key_words.
 func ForgetWordCounts(s *Store) {
 	s.words.set(map[string]float64{}, time.Now())
-	s.words.mu.Lock()
-	s.words.learned = nil
-	s.words.mu.Unlock()
 }
 
 // ReadWordCounts makes s read its word counts anew at its next search by

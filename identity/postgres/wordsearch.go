@@ -95,7 +95,8 @@ const maxCommonWords = 10_000
 // words, for findByWords to pick the word a search starts from without
 // asking PostgreSQL to count: the most common values of key_words.word
 // and their frequencies that ANALYZE keeps (pg_stats), read at most every
-// wordCountsAge, and the words searches found common since. It decides
+// wordCountsAge, and the words searches found common since the last read
+// (so that a word which is common no longer is tried again). It decides
 // only where a search starts, never what it finds: a word guessed rare
 // that is not costs one more round trip.
 type wordCounts struct {
@@ -124,13 +125,14 @@ func (w *wordCounts) stale(now time.Time) bool {
 	return true
 }
 
-// set replaces the counts with those read at now (nil when reading them
-// failed: the old ones serve until the next try).
+// set replaces the counts with those read at now, and forgets the words
+// learned since the last read (nil counts: reading them failed, and the
+// old ones serve until the next try).
 func (w *wordCounts) set(counts map[string]float64, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if counts != nil {
-		w.counts = counts
+		w.counts, w.learned = counts, nil
 	}
 	w.read, w.reading = now, false
 }
