@@ -96,10 +96,21 @@ func (h *Handler) serveHashQuery(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// errAnswered stops the store's stream once the answer holds every key it
+// promised.
+var errAnswered = errors.New("hkp: hashquery: every promised key written")
+
 // writeHashQueryResponse writes the response for keys (their Size set):
 // the count, each key's length and packets as stream reads them one at a
 // time, then CRLF. A key that changed size or went away since its size
 // was read fails the response (its length is already promised).
+//
+// The stream is stopped as soon as the last key is written, before the
+// store reads the end of its result: SKS hangs up once it has read the
+// last key, without waiting for the CRLF, and that cancels ctx, so a store
+// still reading (PostgreSQL's end-of-result messages) would fail with
+// ctx's error, and the handler abort, an answer the peer already holds
+// whole and stores.
 func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []keys.Stored, stream func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error) error {
 	fps := make([][]byte, len(keys))
 	for i := range keys {
@@ -118,9 +129,15 @@ func writeHashQueryResponse(ctx context.Context, w io.Writer, keys []keys.Stored
 			return fmt.Errorf("key %X changed during the answer", fp)
 		}
 		i++
-		return rw.WriteKey(packets)
+		if err := rw.WriteKey(packets); err != nil {
+			return err
+		}
+		if i == len(keys) {
+			return errAnswered
+		}
+		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errAnswered) {
 		return err
 	}
 	if i != len(keys) {

@@ -65,6 +65,76 @@ func TestHashQueryResponseStopsAtSizeCap(t *testing.T) {
 	}
 }
 
+// hangingUpPeer is the client end of a hashquery answer that hangs up
+// (hangUp, which cancels the request's context as net/http does) once it
+// has read at least after bytes.
+type hangingUpPeer struct {
+	got    bytes.Buffer
+	after  int
+	hangUp func()
+}
+
+func (p *hangingUpPeer) Write(b []byte) (int, error) {
+	p.got.Write(b)
+	if p.got.Len() >= p.after {
+		p.hangUp()
+	}
+	return len(b), nil
+}
+
+// TestHashQueryAnswerStandsWhenThePeerHangsUpAfterTheLastKey: SKS reads
+// the key count and the keys, then closes the connection without reading
+// the trailing CRLF, which cancels the request's context while the store
+// may still be reading the end of its result (PostgreSQL's stream then
+// fails with the context's error). An answer whose every key was written
+// is whole and must not fail; one cut before its last key still fails.
+func TestHashQueryAnswerStandsWhenThePeerHangsUpAfterTheLastKey(t *testing.T) {
+	packets := map[string][]byte{"a": bytes.Repeat([]byte{1}, 5000), "b": bytes.Repeat([]byte{2}, 7000), "c": bytes.Repeat([]byte{3}, 6000)}
+	var ks []keys.Stored
+	for _, fp := range []string{"a", "b", "c"} {
+		ks = append(ks, keys.Stored{Fingerprint: []byte(fp), Size: len(packets[fp])})
+	}
+	// stream reads as the PostgreSQL store does: each row, then the end of
+	// the result, and a read after ctx is cancelled fails with ctx's error.
+	stream := func(ctx context.Context, fps [][]byte, fn func(fp, packets []byte) error) error {
+		for _, fp := range fps {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(fp, packets[string(fp)]); err != nil {
+				return err
+			}
+		}
+		return ctx.Err()
+	}
+	whole := int(hashQueryLength(ks))
+	firstKey := 4 + 4 + ks[0].Size
+	for _, tc := range []struct {
+		name      string
+		hangUpAt  int
+		wantWhole bool
+	}{
+		{"after the last key, before the CRLF", whole - 2, true},
+		{"after the first key", firstKey, false},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		peer := &hangingUpPeer{after: tc.hangUpAt, hangUp: cancel}
+		err := writeHashQueryResponse(ctx, peer, ks, stream)
+		cancel()
+		if tc.wantWhole {
+			if err != nil {
+				t.Errorf("peer hung up %s: the answer failed: %v", tc.name, err)
+				continue
+			}
+			if got := readHashQueryResponse(t, peer.got.Bytes()); len(got) != len(ks) || peer.got.Len() != whole {
+				t.Errorf("peer hung up %s: %d keys in %d bytes, want %d in %d", tc.name, len(got), peer.got.Len(), len(ks), whole)
+			}
+		} else if err == nil {
+			t.Errorf("peer hung up %s: the answer of %d bytes (of %d) did not fail", tc.name, peer.got.Len(), whole)
+		}
+	}
+}
+
 func TestHashQueryServesStoredKeys(t *testing.T) {
 	ts := newTestServer(t, Options{MaxHashQueryDigests: 5})
 	var digests [][16]byte
