@@ -132,7 +132,7 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query)
 			UNION ALL SELECT k.* FROM subkeys s JOIN keys k ON k.id = s.key_ref WHERE s.fingerprint = $1 AND k.fingerprint <> $1) u
 			ORDER BY id LIMIT ` + limit + `) k`
 	}
-	columns, uidJoin := readColumns("sum(octet_length(k.packets)) OVER ()", !q.NoUserIDs)
+	columns, uidJoin := readColumns(answerTotal(q), !q.NoUserIDs)
 	return s.scanKeys(ctx, q, `SELECT `+columns+`
 		FROM `+from+` `+uidJoin+` ORDER BY k.id`, arg, readUpTo)
 }
@@ -151,6 +151,19 @@ func readUpTo(q keys.Query) int64 {
 		upTo = min(upTo, int64(q.MaxBytes))
 	}
 	return upTo
+}
+
+// answerTotal is the expression of the size of a query's answer, whose
+// keys are k: the sum over every row when the query reads packets or
+// bounds the answer; otherwise, for an index of the keys, a key's own
+// size, which nothing reads, saving PostgreSQL the window aggregate that
+// holds every row back until the last (a quarter of a one-key search's
+// statement).
+func answerTotal(q keys.Query) string {
+	if q.InlineBytes >= 0 || q.MaxBytes > 0 {
+		return "sum(octet_length(k.packets)) OVER ()"
+	}
+	return "octet_length(k.packets)"
 }
 
 // readColumns lists what scanKeys reads of each key k, with total the

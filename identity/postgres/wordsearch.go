@@ -69,18 +69,19 @@ var byWords = `WITH counts AS MATERIALIZED (
 		SELECT DISTINCT u.key_ref FROM user_ids u
 			WHERE (SELECT n FROM rarest) >= ` + strconv.Itoa(rareWord) + ` AND u.words @@ (SELECT q FROM search)`
 
-// byRareWord reads the keys that have the word $1, at most rareWord+1 of
-// them (one more tells that the word is not rare), in id order, with
-// their user IDs, for findByWords to recheck: an index probe of key_words
-// and the keys read by id, as a lookup by fingerprint costs. The word
-// reaches the plan only through an InitPlan, so PostgreSQL keeps one
-// generic plan instead of planning each search for its word's estimate.
-var byRareWord = func() string {
-	columns, join := readColumns("sum(octet_length(k.packets)) OVER ()", true)
+// byRareWord is the statement that reads the keys that have the word
+// $1, at most rareWord+1 of them (one more tells that the word is not
+// rare), in id order, with their user IDs, for searchFromWord to
+// recheck: an index probe of key_words and the keys read by id, as a
+// lookup by fingerprint costs. The word reaches the plan only through an
+// InitPlan, so PostgreSQL keeps one generic plan instead of planning each
+// search for its word's estimate. total is answerTotal's.
+func byRareWord(total string) string {
+	columns, join := readColumns(total, true)
 	return `SELECT ` + columns + `
 		FROM (SELECT k.* FROM keys k JOIN (SELECT key_ref FROM key_words WHERE word = (SELECT $1::text)
 			ORDER BY key_ref LIMIT ` + strconv.Itoa(rareWord+1) + `) m ON k.id = m.key_ref) k ` + join + ` ORDER BY k.id`
-}()
+}
 
 // wordCountsAge is how long the estimates of wordCounts serve before they
 // are read again: PostgreSQL's autovacuum analyses key_words when a tenth
@@ -266,7 +267,7 @@ func (s *Store) searchFromRarest(ctx context.Context, q keys.Query) ([]keys.Stor
 func (s *Store) searchFromWord(ctx context.Context, q keys.Query, start string, words []string) ([]keys.Stored, bool, error) {
 	read := q
 	read.NoUserIDs, read.MaxBytes = false, 0 // the user IDs decide; the bound is the kept keys'
-	ks, err := s.scanKeys(ctx, read, byRareWord, start, readUpTo(q))
+	ks, err := s.scanKeys(ctx, read, byRareWord(answerTotal(q)), start, readUpTo(q))
 	if err != nil {
 		return nil, false, err
 	}
