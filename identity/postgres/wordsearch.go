@@ -204,8 +204,9 @@ func (s *Store) readWordCounts(ctx context.Context) (map[string]float64, error) 
 // tsvector's @@ checks in PostgreSQL (user_ids.words is made of the
 // lexemes keys.Lexemes gives). One round trip and one statement, where
 // byWords also counts each word's keys (0.12-0.18 ms of statement under
-// load for a one-key search, against 0.25-0.36 ms). A word that turns out to have rareWord keys or more is learned,
-// and the search, like any whose words are all common, is byWords's.
+// load for a one-key search, against 0.25-0.36 ms). A word that turns
+// out to have rareWord keys or more is learned, and the search, like any
+// whose words are all common, is byWords's.
 func (s *Store) findByWords(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
 	if s.goLexemes {
 		ks, found, err := s.searchFromRarest(ctx, q)
