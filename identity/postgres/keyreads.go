@@ -26,8 +26,22 @@ const byFingerprint = `SELECT id FROM keys WHERE fingerprint = $1
 			UNION SELECT key_ref FROM subkeys WHERE fingerprint = $1`
 
 // FindKeys returns the keys matching q, at most q.Limit of them, and
-// whether more matched, in one round trip to the server.
+// whether more matched, in one round trip to the server (a search by
+// words whose guessed start proves common takes two).
 func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
+	found, err := s.findKeys(ctx, q)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
+	}
+	if q.Limit > 0 && len(found) > q.Limit {
+		return found[:q.Limit], true, nil
+	}
+	return found, false, nil
+}
+
+// findKeys returns the keys matching q, at most q.Limit+1 of them (all
+// when q.Limit is 0), in id order.
+func (s *Store) findKeys(ctx context.Context, q keys.Query) ([]keys.Stored, error) {
 	var sel string
 	var arg any
 	switch {
@@ -58,16 +72,9 @@ func (s *Store) FindKeys(ctx context.Context, q keys.Query) ([]keys.Stored, bool
 		}
 		sel, arg = `SELECT id FROM keys WHERE long_id = ANY($1)`, ids
 	default:
-		return nil, false, errors.New("postgres: find keys: empty query")
+		return nil, errors.New("empty query")
 	}
-	keys, err := s.readKeys(ctx, sel, arg, q)
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
-	}
-	if q.Limit > 0 && len(keys) > q.Limit {
-		return keys[:q.Limit], true, nil
-	}
-	return keys, false, nil
+	return s.readKeys(ctx, sel, arg, q)
 }
 
 // KeysByDigest returns the stored keys with the given SKS digests; digests

@@ -194,8 +194,8 @@ func (s *Store) readWordCounts(ctx context.Context) (map[string]float64, error) 
 }
 
 // findByWords returns the keys with a user ID that has every word of
-// q.Words, as byWords finds them, at most q.Limit, and whether more
-// matched.
+// q.Words, as byWords finds them, at most q.Limit+1 of them, in id order
+// (findKeys).
 //
 // When the database splits words as keys.Lexemes does (its locale is C,
 // as the embedded cluster's), the search starts from the word wordCounts
@@ -207,23 +207,16 @@ func (s *Store) readWordCounts(ctx context.Context) (map[string]float64, error) 
 // load for a one-key search, against 0.25-0.36 ms). A word that turns
 // out to have rareWord keys or more is learned, and the search, like any
 // whose words are all common, is byWords's.
-func (s *Store) findByWords(ctx context.Context, q keys.Query) ([]keys.Stored, bool, error) {
+func (s *Store) findByWords(ctx context.Context, q keys.Query) ([]keys.Stored, error) {
 	if s.goLexemes {
 		ks, found, err := s.searchFromRarest(ctx, q)
-		if err != nil {
-			return nil, false, fmt.Errorf("postgres: find keys: %w", err)
-		}
-		if found {
-			return limitKeys(ks, q.Limit)
+		if err != nil || found {
+			return ks, err
 		}
 	} else {
 		s.words.counted.Add(1)
 	}
-	ks, err := s.readKeys(ctx, byWords, strings.Join(q.Words, " "), q)
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: find keys: %w", err)
-	}
-	return limitKeys(ks, q.Limit)
+	return s.readKeys(ctx, byWords, strings.Join(q.Words, " "), q)
 }
 
 // searchFromRarest searches from the word of q.Words that wordCounts
@@ -306,12 +299,4 @@ func hasAllWords(uids []keys.StoredUserID, words []string) bool {
 		}
 	}
 	return false
-}
-
-// limitKeys cuts ks at limit (none when 0) and reports whether it did.
-func limitKeys(ks []keys.Stored, limit int) ([]keys.Stored, bool, error) {
-	if limit > 0 && len(ks) > limit {
-		return ks[:limit], true, nil
-	}
-	return ks, false, nil
 }
