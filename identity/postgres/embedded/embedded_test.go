@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,28 +37,10 @@ func clusterDir(t *testing.T) string {
 	return filepath.Join(dir, "pg")
 }
 
-// logBuffer collects a cluster's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startCluster(t *testing.T, opts Options) (*Cluster, *logBuffer) {
+func startCluster(t *testing.T, opts Options) (*Cluster, *testkit.SyncBuffer) {
 	t.Helper()
 	needServer(t)
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	if opts.Dir == "" {
 		opts.Dir = clusterDir(t)
