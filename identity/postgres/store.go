@@ -134,8 +134,7 @@ const lexemeProbe = "Josè ÅSA Kelvin İstanbul Ωmega 日本 ﬁnn ǅemal ab
 // any locale but C splits or folds otherwise.
 func (s *Store) splitsWordsAsGo(ctx context.Context) (bool, error) {
 	var got []string
-	if err := s.pool.QueryRow(ctx, `SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))`,
-		lexemeProbe).Scan(&got); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT tsvector_to_array(to_tsvector('simple', `+searchText+`))`, lexemeProbe).Scan(&got); err != nil {
 		return false, fmt.Errorf("postgres: probe the database's words: %w", err)
 	}
 	want := keys.Lexemes(lexemeProbe)

@@ -27,6 +27,13 @@ const (
 	fewWords = 8
 )
 
+// searchText is the rewrite of the text $1 that migration 0001 makes of a
+// user ID before its tsvector: lower-cased, and each run of characters
+// that are neither letters nor digits one space. byWords reads searches
+// through it, and Open checks that keys.Lexemes splits texts as it does
+// (splitsWordsAsGo).
+const searchText = `regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')`
+
 // byWords selects the ids of the keys with a user ID whose tsvector
 // (user_ids.words) holds every word of $1, counting each word's keys in
 // PostgreSQL: the search when findByWords cannot start from a word it
@@ -56,12 +63,12 @@ const (
 // GIN scan of every word, the very cost this avoids (~10 ms a search).
 var byWords = `WITH counts AS MATERIALIZED (
 			SELECT r.word, (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = r.word LIMIT ` + strconv.Itoa(fewWords) + `) c) AS n
-			FROM unnest((SELECT tsvector_to_array(to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g'))))) AS r(word)),
+			FROM unnest((SELECT tsvector_to_array(to_tsvector('simple', ` + searchText + `)))) AS r(word)),
 		rarest AS MATERIALIZED (
 			SELECT c.word, CASE WHEN (SELECT min(n) FROM counts) < ` + strconv.Itoa(fewWords) + ` THEN c.n
 					ELSE (SELECT count(*) FROM (SELECT FROM key_words x WHERE x.word = c.word LIMIT ` + strconv.Itoa(rareWord) + `) d) END AS n
 			FROM counts c ORDER BY 2, 1 LIMIT 1),
-		search AS MATERIALIZED (SELECT plainto_tsquery('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')) AS q)
+		search AS MATERIALIZED (SELECT plainto_tsquery('simple', ` + searchText + `) AS q)
 		SELECT w.key_ref FROM key_words w
 			WHERE w.word = (SELECT word FROM rarest WHERE n < ` + strconv.Itoa(rareWord) + `)
 				AND EXISTS (SELECT FROM user_ids u WHERE u.key_ref = w.key_ref AND ts_match_vq(u.words, (SELECT q FROM search)) OFFSET 0)
