@@ -168,35 +168,91 @@ type Handler struct {
 	digestReads atomic.Int64
 }
 
-// maxOwnChanges bounds ownChanges: past it, the remembered terms are
-// dropped, and the notifications still to come read their keys.
+// maxOwnChanges bounds ownChanges: past it, the terms remembered first are
+// forgotten, and a notification still to come for them reads its key.
 const maxOwnChanges = 10_000
 
-// ownChanges remembers, by new digest, the terms of the keys written on
-// this node, so that the notification of such a write, which this node
-// receives too, needs no read of the key from the store: the write's
-// terms are those of the key at that digest.
+// ownChanges remembers, by digest, the terms of the keys written on this
+// node (told before the write commits, KeysWriting, and as stored after
+// it, KeysChanged), so that the notification of such a write, which this
+// node receives too, needs no read of the key from the store: the terms
+// of a key are those of the key at its digest. Terms no notification
+// takes (a key the write merged into another form, or left unchanged)
+// are forgotten oldest first once maxOwnChanges newer ones came.
 type ownChanges struct {
 	mu sync.Mutex
-	m  map[[16]byte]*keyTerms
+	m  map[[16]byte]ownTerms
+	// order holds the digests in the order they were remembered, a ring
+	// of maxOwnChanges slots whose next slot to reuse is order[next].
+	order []ownSlot
+	next  int
+	seq   uint64 // how many were remembered, to tell a slot's entry apart
 }
 
+// ownTerms is a remembered key's terms and the seq it was remembered at.
+type ownTerms struct {
+	kt  *keyTerms
+	seq uint64
+}
+
+// ownSlot is one slot of ownChanges.order.
+type ownSlot struct {
+	digest [16]byte
+	seq    uint64
+}
+
+// termsOf returns k's terms, remembered by k's digest: the terms already
+// remembered for it, or computed now.
+func (o *ownChanges) termsOf(k *pgp.Key) *keyTerms {
+	d := k.Digest()
+	o.mu.Lock()
+	t, ok := o.m[d]
+	o.mu.Unlock()
+	if ok {
+		return t.kt
+	}
+	kt := termsOfKey(k) // outside the lock: it parses user IDs
+	o.add(d, kt)
+	return kt
+}
+
+// add remembers kt as the terms of the key at digest, forgetting the
+// oldest remembered terms when maxOwnChanges are held.
 func (o *ownChanges) add(digest [16]byte, kt *keyTerms) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.m == nil || len(o.m) >= maxOwnChanges {
-		o.m = map[[16]byte]*keyTerms{}
+	if o.m == nil {
+		o.m = map[[16]byte]ownTerms{}
+		o.order = make([]ownSlot, 0, maxOwnChanges)
 	}
-	o.m[digest] = kt
+	o.seq++
+	if len(o.order) < maxOwnChanges {
+		o.order = append(o.order, ownSlot{digest, o.seq})
+	} else {
+		old := o.order[o.next]
+		if t, ok := o.m[old.digest]; ok && t.seq == old.seq {
+			delete(o.m, old.digest)
+		}
+		o.order[o.next] = ownSlot{digest, o.seq}
+		o.next = (o.next + 1) % maxOwnChanges
+	}
+	o.m[digest] = ownTerms{kt, o.seq}
 }
 
 // take returns and forgets the terms remembered for digest.
 func (o *ownChanges) take(digest [16]byte) (*keyTerms, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	kt, ok := o.m[digest]
+	t, ok := o.m[digest]
 	delete(o.m, digest)
-	return kt, ok
+	return t.kt, ok
+}
+
+// remembered is how many keys' terms o holds.
+func (o *ownChanges) remembered() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.m)
 }
 
 // NewHandler returns a Handler serving HKP lookups from store and
@@ -220,15 +276,24 @@ func NewHandler(store Store, uploads keys.Uploader, opts Options) *Handler {
 	return h
 }
 
+// KeysWriting remembers the terms of keys about to be written on this
+// node, before the write commits: the notification of the write, which
+// this node receives too, can come before the write returns
+// (KeysChanged), and then needs no read of the key from the store. It
+// implements keys.Subscriber.
+func (h *Handler) KeysWriting(_ context.Context, ks []*pgp.Key) {
+	for _, k := range ks {
+		h.own.termsOf(k)
+	}
+}
+
 // KeysChanged drops this node's answers that keys written on this node
 // outdate, before the write that changed them answers: read your own
 // writes, whatever path (HKP, the pages, recon) wrote. It implements
 // keys.Subscriber.
 func (h *Handler) KeysChanged(_ context.Context, changed []*pgp.Key) {
 	for _, k := range changed {
-		kt := termsOfKey(k)
-		h.cache.invalidate(k.Fingerprint(), kt)
-		h.own.add(k.Digest(), kt)
+		h.cache.invalidate(k.Fingerprint(), h.own.termsOf(k))
 	}
 }
 
@@ -297,9 +362,9 @@ func (h *Handler) keyChanged(c keys.DigestChange) {
 	// dropped too. The lookup runs outside the cache lock.
 	var terms *keyTerms
 	if c.New != ([16]byte{}) {
-		// A write on this node: its terms are known. The answers it
-		// outdated were dropped before it returned; this drops those that
-		// readers cached from the old form meanwhile.
+		// A write on this node (KeysWriting): its terms are known. The
+		// answers it outdated are dropped before it returns; this drops
+		// those that readers cached from the old form meanwhile.
 		if kt, ok := h.own.take(c.New); ok {
 			h.cache.invalidate(c.Fingerprint, kt)
 			return

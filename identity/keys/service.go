@@ -30,11 +30,19 @@ type Identities interface {
 	SyncKeys(ctx context.Context, fps [][]byte) error
 }
 
-// Subscriber learns of the keys a write through the Service changed, after
-// the write commits and before the write returns, so that a cache of this
-// node drops what the change outdates and the writer reads its own write.
-// Other nodes learn of changes from the store's notifications (Listener).
+// Subscriber learns of the keys writes through the Service store. Other
+// nodes learn of changes from the store's notifications (Listener), which
+// reach this node too, before or after its write returns.
 type Subscriber interface {
+	// KeysWriting is told the keys a write is about to store, before
+	// the store commits them, so that a subscriber may remember what it
+	// needs of them: the notification of this node's own write then needs
+	// no read from the store. A key that merges with its stored form is
+	// stored in another form, which KeysChanged is told.
+	KeysWriting(ctx context.Context, ks []*pgp.Key)
+	// KeysChanged is told the keys a write changed, as stored, after the
+	// write commits and before it returns, so that a cache of this node
+	// drops what the change outdates and the writer reads its own write.
 	KeysChanged(ctx context.Context, changed []*pgp.Key)
 }
 
@@ -160,6 +168,7 @@ func (s *Service) Upload(ctx context.Context, k *pgp.Key, u UploadOptions) (Resu
 	if err := s.mayUpload(ctx, Upload{Fingerprint: applied.Fingerprint(), LoggedIn: u.LoggedIn}); err != nil {
 		return res, err
 	}
+	s.writing(ctx, []*pgp.Key{applied})
 	w, err := s.store.AddKey(ctx, applied)
 	if errors.Is(err, pgp.ErrVerifyBudget) {
 		// The merge with the stored key ran out of the request's budget.
@@ -218,6 +227,7 @@ func (s *Service) Recheck(stored *pgp.Key) (*pgp.Key, pgp.Report, error) {
 // operator (no upload policy applies), then refreshes the links of the
 // changed keys and tells the subscribers.
 func (s *Service) AddKeys(ctx context.Context, batch []*pgp.Key) ([]Change, error) {
+	s.writing(ctx, batch)
 	ws, err := s.store.AddKeys(ctx, batch)
 	if err != nil {
 		return nil, fmt.Errorf("keys: add %d keys: %w", len(batch), err)
@@ -243,9 +253,7 @@ func (s *Service) AddKeys(ctx context.Context, batch []*pgp.Key) ([]Change, erro
 // that this node serves no answer holding what was blocked once AddBlock
 // returns. Other nodes learn of the change from its notification.
 func (s *Service) AddBlock(ctx context.Context, b identity.Block) (identity.BlockOutcome, error) {
-	s.mu.Lock()
-	subs := s.subs
-	s.mu.Unlock()
+	subs := s.subscribers()
 	var before []Stored
 	if len(subs) > 0 {
 		// What the subscribers' answers may hold: the key before the block.
@@ -290,12 +298,23 @@ func (s *Service) changed(ctx context.Context, ws []Written) {
 	if len(fps) > 0 {
 		s.syncLinks(ctx, fps)
 	}
-	s.mu.Lock()
-	subs := s.subs
-	s.mu.Unlock()
-	for _, sub := range subs {
+	for _, sub := range s.subscribers() {
 		sub.KeysChanged(ctx, changed)
 	}
+}
+
+// writing tells the subscribers of keys about to be stored.
+func (s *Service) writing(ctx context.Context, ks []*pgp.Key) {
+	for _, sub := range s.subscribers() {
+		sub.KeysWriting(ctx, ks)
+	}
+}
+
+// subscribers returns the subscribers as they are now.
+func (s *Service) subscribers() []Subscriber {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subs
 }
 
 // syncLinks refreshes the identity links of the keys fps. A failure is

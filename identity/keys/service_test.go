@@ -56,7 +56,29 @@ func (ids *identities) takeSynced() [][]byte {
 // subscriber records the keys it is told of.
 type subscriber struct {
 	mu      sync.Mutex
-	changed [][]byte
+	writing [][]byte // told to KeysWriting
+	changed [][]byte // told to KeysChanged
+	// onWriting, when set, is called by KeysWriting.
+	onWriting func(ks []*pgp.Key)
+}
+
+func (s *subscriber) KeysWriting(ctx context.Context, ks []*pgp.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range ks {
+		s.writing = append(s.writing, k.Fingerprint())
+	}
+	if s.onWriting != nil {
+		s.onWriting(ks)
+	}
+}
+
+func (s *subscriber) takeWriting() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.writing
+	s.writing = nil
+	return out
 }
 
 func (s *subscriber) KeysChanged(ctx context.Context, changed []*pgp.Key) {
@@ -94,15 +116,24 @@ func TestUploadStoresSyncsLinksAndTellsSubscribersBeforeReturning(t *testing.T) 
 	st := inprocess.New(inprocess.Options{})
 	ids := &identities{}
 	svc := keys.NewService(st, keys.Options{Identities: ids})
-	sub := &subscriber{}
-	svc.Subscribe(sub)
 	k := testKey(t, 1)
+	// The subscriber is told of the key before the store holds it, so
+	// that it knows the key when the store's notification comes.
+	storedFirst := false
+	sub := &subscriber{onWriting: func(ks []*pgp.Key) {
+		found, _, err := st.FindKeys(ctx, keys.Query{Fingerprint: k.Fingerprint()})
+		storedFirst = storedFirst || err != nil || len(found) != 0
+	}}
+	svc.Subscribe(sub)
 
 	res, err := svc.Upload(ctx, k, keys.UploadOptions{})
 	if err != nil || res.Change != keys.Inserted {
 		t.Fatalf("first upload: %v, %v", res.Change, err)
 	}
 	want := [][]byte{k.Fingerprint()}
+	if got := sub.takeWriting(); !slices.EqualFunc(got, want, bytes.Equal) || storedFirst {
+		t.Errorf("subscriber told of %x before the write (the store holding it already: %v), want %x", got, storedFirst, want)
+	}
 	if got := ids.takeSynced(); !slices.EqualFunc(got, want, bytes.Equal) {
 		t.Errorf("links refreshed for %x, want %x", got, want)
 	}
@@ -192,8 +223,8 @@ func TestAddKeysAndAddBlockRefreshLinksAndTellSubscribers(t *testing.T) {
 	if err != nil || !slices.Equal(changes, []keys.Change{keys.Inserted, keys.Inserted}) {
 		t.Fatalf("add keys: %v, %v", changes, err)
 	}
-	if got, told := ids.takeSynced(), sub.take(); len(got) != 2 || len(told) != 2 {
-		t.Errorf("links refreshed for %d keys and the subscriber told of %d, want 2", len(got), len(told))
+	if got, told, before := ids.takeSynced(), sub.take(), sub.takeWriting(); len(got) != 2 || len(told) != 2 || len(before) != 2 {
+		t.Errorf("links refreshed for %d keys and the subscriber told of %d, %d before the write, want 2", len(got), len(told), len(before))
 	}
 	out, err := svc.AddBlock(ctx, identity.Block{Fingerprint: a.Fingerprint(), Origin: identity.BlockByOperator})
 	if err != nil || out != identity.BlockKeyRemoved {
