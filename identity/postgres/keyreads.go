@@ -57,6 +57,12 @@ func (s *Store) findKeys(ctx context.Context, q keys.Query) ([]keys.Stored, erro
 		sel, arg = `SELECT DISTINCT key_ref FROM user_ids WHERE email = $1`, strings.ToLower(q.Email)
 	case len(q.Words) > 0:
 		return s.findByWords(ctx, q)
+	case len(q.Digests) == 1:
+		// One digest (a notification's changed key) as a scalar: PostgreSQL
+		// keeps a generic plan for it, while for = ANY of an array it
+		// finds each custom plan cheaper and plans the whole statement
+		// anew at every call (~0.5 ms, ten times its run).
+		sel, arg = `SELECT id FROM keys WHERE digest = $1`, q.Digests[0][:]
 	case len(q.Digests) > 0:
 		ds := make([][]byte, len(q.Digests))
 		for i := range q.Digests {

@@ -163,6 +163,16 @@ func TestAddKeyInsertsOnceAndFindsItEveryWay(t *testing.T) {
 	if err != nil || len(byDigest) != 1 {
 		t.Fatalf("KeysByDigest: %d keys, %v", len(byDigest), err)
 	}
+	// One digest takes a statement of its own.
+	for _, c := range []struct {
+		digest [16]byte
+		want   int
+	}{{k.Digest(), 1}, {[16]byte{1, 2, 3}, 0}} {
+		got, err := s.KeysByDigest(ctx, [][16]byte{c.digest})
+		if err != nil || len(got) != c.want || c.want == 1 && !bytes.Equal(got[0].Fingerprint, k.Fingerprint()) {
+			t.Fatalf("KeysByDigest of %x: %d keys, %v", c.digest, len(got), err)
+		}
+	}
 	if sub, _, err := s.FindKeys(ctx, keys.Query{PrimaryKeyIDs: []uint64{d.Subkeys[0].KeyID}}); err != nil || len(sub) != 0 {
 		t.Fatalf("a subkey's ID as a primary key ID: %d keys, %v", len(sub), err)
 	}
