@@ -1,6 +1,12 @@
 package postgres
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity/keys"
+)
 
 // ForgetWordCounts makes s start searches by words knowing no word's
 // count, as a store does before PostgreSQL has analysed key_words.
@@ -20,4 +26,38 @@ func ReadWordCounts(s *Store) {
 // word guessed rarest, from a guess that was not rare, counted.
 func WordSearchStarts(s *Store) (guess, missed, counted int64) {
 	return s.words.fromGuess.Load(), s.words.missed.Load(), s.words.counted.Load()
+}
+
+// ReadKeysBothWays reads every stored key with the columns readKeys reads
+// (with user IDs or not; the answer's size summed over the keys or each
+// key's own), packets when the sum is at most readUpTo bytes, by
+// decodeKeyRow and by rows.Scan, and reports whether decodeKeyRow took
+// the statement's form.
+func ReadKeysBothWays(ctx context.Context, s *Store, userIDs, sum bool, readUpTo int64) (decoded, scanned []keys.Stored, decodable bool, err error) {
+	q := keys.Query{InlineBytes: -1}
+	if sum {
+		q.InlineBytes = 0
+	}
+	columns, join := readColumns(answerTotal(q), userIDs)
+	rows, err := s.pool.Query(ctx, `SELECT `+columns+` FROM keys k `+join+` WHERE k.id > $1 ORDER BY k.id`, int64(0), readUpTo)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer rows.Close()
+	decodable = keyRowDecodable(rows.FieldDescriptions(), userIDs)
+	for rows.Next() {
+		d, dt, err := decodeKeyRow(rows.RawValues(), userIDs)
+		if err != nil {
+			return nil, nil, decodable, err
+		}
+		sc, st, err := scanKeyRow(rows, userIDs)
+		if err != nil {
+			return nil, nil, decodable, err
+		}
+		if dt != st {
+			return nil, nil, decodable, fmt.Errorf("key %X: total %d decoded, %d scanned", sc.Fingerprint, dt, st)
+		}
+		decoded, scanned = append(decoded, d), append(scanned, sc)
+	}
+	return decoded, scanned, decodable, rows.Err()
 }

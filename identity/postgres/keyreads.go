@@ -244,48 +244,24 @@ func (s *Store) scanKeys(ctx context.Context, q keys.Query, sql string, arg any,
 	if err != nil {
 		return nil, err
 	}
+	userIDs := !q.NoUserIDs
+	decodable := keyRowDecodable(rows.FieldDescriptions(), userIDs)
 	var ks []keys.Stored
 	for rows.Next() {
 		var k keys.Stored
-		var digest []byte
-		var version, algo int16
-		var bits int32
-		var expires *time.Time
-		var total, longID int64
-		var texts, emails []string
-		var uCreated, uExpires []*time.Time
-		var uRevoked, uPrimary []bool
-		dest := []any{&k.Fingerprint, &digest, &k.Packets, &k.Size, &total, &longID, &version, &algo, &bits, &k.Curve,
-			&k.Created, &expires, &k.Revoked, &k.FirstSeen, &k.Modified}
-		if !q.NoUserIDs {
-			dest = append(dest, &texts, &emails, &uCreated, &uExpires, &uRevoked, &uPrimary)
+		var total int64
+		if decodable {
+			k, total, err = decodeKeyRow(rows.RawValues(), userIDs)
+		} else {
+			k, total, err = scanKeyRow(rows, userIDs)
 		}
-		if err := rows.Scan(dest...); err != nil {
+		if err != nil {
 			rows.Close()
 			return nil, err
 		}
 		if q.MaxBytes > 0 && total > int64(q.MaxBytes) {
 			rows.Close()
 			return nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, total, q.MaxBytes)
-		}
-		copy(k.Digest[:], digest)
-		k.KeyID = uint64(longID)
-		k.Version, k.Algorithm, k.Bits = int(version), int(algo), int(bits)
-		if expires != nil {
-			k.Expires = *expires
-		}
-		if n := len(texts); n > 0 && len(emails) == n && len(uCreated) == n && len(uExpires) == n && len(uRevoked) == n && len(uPrimary) == n {
-			k.UserIDs = make([]keys.StoredUserID, n)
-			for i := range n {
-				u := keys.StoredUserID{Text: texts[i], Email: emails[i], Revoked: uRevoked[i], Primary: uPrimary[i]}
-				if uCreated[i] != nil {
-					u.Created = *uCreated[i]
-				}
-				if uExpires[i] != nil {
-					u.Expires = *uExpires[i]
-				}
-				k.UserIDs[i] = u
-			}
 		}
 		ks = append(ks, k)
 	}
