@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kith-keyserver/kith/identity/keys"
 )
 
@@ -60,4 +62,39 @@ func ReadKeysBothWays(ctx context.Context, s *Store, userIDs, sum bool, readUpTo
 		decoded, scanned = append(decoded, d), append(scanned, sc)
 	}
 	return decoded, scanned, decodable, rows.Err()
+}
+
+// HoldReadConns takes every connection of s's pool for lookups, until
+// release is called.
+func HoldReadConns(ctx context.Context, s *Store) (release func(), err error) {
+	var conns []*pgxpool.Conn
+	release = func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}
+	for range s.pool.Config().MaxConns {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return release, nil
+}
+
+// QueuedLookups is how many lookups by fingerprint wait for a batch.
+func QueuedLookups(s *Store) int {
+	s.lookups.mu.Lock()
+	defer s.lookups.mu.Unlock()
+	return len(s.lookups.queue)
+}
+
+// LookupBatches reports how many lookups by fingerprint s's batches
+// answered, in how many batches, and how many batches run now.
+func LookupBatches(s *Store) (lookups, batches int64, running int) {
+	s.lookups.mu.Lock()
+	defer s.lookups.mu.Unlock()
+	return s.lookups.lookups.Load(), s.lookups.batches.Load(), s.lookups.running
 }

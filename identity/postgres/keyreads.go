@@ -128,12 +128,18 @@ func (s *Store) readKeys(ctx context.Context, sel string, arg any, q keys.Query)
 	if sel == byFingerprint {
 		// The commonest lookup (gpg --recv-keys) names one key by its
 		// primary fingerprint that no other key carries as a subkey: one
-		// index probe each, a statement as cheap to plan as to run. Any
-		// other outcome (a subkey's fingerprint, a fingerprint two keys
-		// share, none) takes the general statement below.
-		keys, err := s.scanKeys(ctx, q, primaryFingerprintSQL(!q.NoUserIDs), arg, readUpTo)
-		if err != nil || len(keys) == 1 {
-			return keys, err
+		// index probe each, answered with the lookups waiting beside it
+		// (lookupPrimary). Any other outcome (a subkey's fingerprint, a
+		// fingerprint two keys share, none) takes the general statement
+		// below.
+		k, found, err := s.lookupPrimary(ctx, arg.([]byte), !q.NoUserIDs, readUpTo)
+		switch {
+		case err != nil:
+			return nil, err
+		case found && q.MaxBytes > 0 && k.Size > q.MaxBytes:
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, k.Size, q.MaxBytes)
+		case found:
+			return []keys.Stored{k}, nil
 		}
 	}
 	// The matching keys: the ids sel yields, each key row read by its id;
@@ -201,16 +207,6 @@ func readColumns(total string, userIDs bool) (columns, join string) {
 	return columns, join
 }
 
-// primaryFingerprintSQL is the statement that reads the one key whose
-// primary fingerprint is $1 when no other key has it as a subkey, with
-// its packets when they are at most $2 bytes.
-func primaryFingerprintSQL(userIDs bool) string {
-	columns, join := readColumns("octet_length(k.packets)", userIDs)
-	return `SELECT ` + columns + `
-			FROM keys k ` + join + ` WHERE k.fingerprint = $1
-				AND NOT EXISTS (SELECT 1 FROM subkeys s WHERE s.fingerprint = $1 AND s.key_ref <> k.id)`
-}
-
 // warm prepares the fingerprint lookups on n of the pool's connections
 // (held at once, so that they are distinct), so that the first
 // gpg --recv-keys on each does not pay for parsing, planning and its
@@ -230,7 +226,7 @@ func (s *Store) warm(ctx context.Context, n int) {
 		}
 		conns = append(conns, c)
 		for _, userIDs := range []bool{false, true} {
-			if rows, err := c.Query(ctx, primaryFingerprintSQL(userIDs), []byte{}, int64(-1)); err == nil {
+			if rows, err := c.Query(ctx, primaryFingerprintsSQL(userIDs), [][]byte{}, int64(-1)); err == nil {
 				rows.Close()
 			}
 		}

@@ -28,7 +28,8 @@ type Store struct {
 	policy pgp.Policy
 	log    *slog.Logger
 
-	group keyGroup // AddKey calls waiting for a group transaction
+	group   keyGroup    // AddKey calls waiting for a group transaction
+	lookups lookupGroup // lookups by primary fingerprint waiting for a connection
 
 	// deferred holds the search indexes a load on this Store deferred
 	// (DeferIndexes), until they are built; nil otherwise.
@@ -100,6 +101,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{pool: pool, writes: writes, policy: pgp.DefaultPolicy(), log: opts.Logger}
+	s.lookups.max = int(cfg.MaxConns)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -176,13 +178,14 @@ func (s *Store) Close() {
 	}
 }
 
-// Collector returns Prometheus metrics of the connection pool and of how
-// searches by words started.
+// Collector returns Prometheus metrics of the connection pool, of how
+// searches by words started and of how lookups by fingerprint were
+// answered together.
 func (s *Store) Collector() prometheus.Collector {
 	if s.writes == s.pool {
-		return storeCollector{[]*pgxpool.Pool{s.pool}, &s.words}
+		return storeCollector{[]*pgxpool.Pool{s.pool}, &s.words, &s.lookups}
 	}
-	return storeCollector{[]*pgxpool.Pool{s.pool, s.writes}, &s.words}
+	return storeCollector{[]*pgxpool.Pool{s.pool, s.writes}, &s.words, &s.lookups}
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.
@@ -304,15 +307,17 @@ func (t *writeTxn) commit(ctx context.Context, b, after *pgx.Batch) (pgx.BatchRe
 }
 
 // storeCollector reports the store's connections, for lookups and kept
-// for writes, together, and how its searches by words started.
+// for writes, together, how its searches by words started and how many
+// statements answered its lookups by fingerprint.
 type storeCollector struct {
-	pools []*pgxpool.Pool
-	words *wordCounts
+	pools   []*pgxpool.Pool
+	words   *wordCounts
+	lookups *lookupGroup
 }
 
 var (
 	poolDescs = struct {
-		total, idle, acquired, max, acquires, waits, waitSeconds, wordSearches *prometheus.Desc
+		total, idle, acquired, max, acquires, waits, waitSeconds, wordSearches, lookups, lookupBatches *prometheus.Desc
 	}{
 		total:       prometheus.NewDesc("kith_store_pool_connections", "Open connections in the store's pool.", nil, nil),
 		idle:        prometheus.NewDesc("kith_store_pool_idle_connections", "Idle connections in the store's pool.", nil, nil),
@@ -324,12 +329,16 @@ var (
 		wordSearches: prometheus.NewDesc("kith_store_word_searches_total",
 			"Searches by words, by how they started: from the word guessed rarest (guess), from a guess that was not rare, then counted (missed), counted by PostgreSQL (counted).",
 			[]string{"start"}, nil),
+		lookups: prometheus.NewDesc("kith_store_fingerprint_lookups_total",
+			"Lookups by primary fingerprint, answered together when they waited for a connection.", nil, nil),
+		lookupBatches: prometheus.NewDesc("kith_store_fingerprint_lookup_statements_total",
+			"Statements that answered the lookups by primary fingerprint.", nil, nil),
 	}
 )
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := poolDescs
-	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds, d.wordSearches} {
+	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds, d.wordSearches, d.lookups, d.lookupBatches} {
 		ch <- x
 	}
 }
@@ -357,4 +366,6 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.fromGuess.Load()), "guess")
 	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.missed.Load()), "missed")
 	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.counted.Load()), "counted")
+	ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(c.lookups.lookups.Load()))
+	ch <- prometheus.MustNewConstMetric(d.lookupBatches, prometheus.CounterValue, float64(c.lookups.batches.Load()))
 }

@@ -1,0 +1,172 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kith-keyserver/kith/identity/keys"
+	"github.com/kith-keyserver/kith/identity/postgres"
+	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
+	"github.com/kith-keyserver/kith/identity/testkit"
+	"github.com/kith-keyserver/kith/pgp"
+	"github.com/kith-keyserver/kith/pgp/keygen"
+)
+
+// lookupCase is a query by fingerprint and what it answered alone.
+type lookupCase struct {
+	q    keys.Query
+	want []keys.Stored
+	more bool
+	err  error
+}
+
+// lookupStore stores generated keys in a store whose pool keeps one
+// connection for lookups, and returns the queries by fingerprint of
+// every form (a primary fingerprint with and without user IDs, with and
+// without packets, over a size bound; a subkey's; an unknown one), each
+// with the answer it gets alone.
+func lookupStore(t *testing.T) (*postgres.Store, []lookupCase) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	typical, err := keygen.TypicalKeys(40, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []lookupCase
+	for i, b := range typical {
+		k, err := pgp.ParseKey(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied, _, err := pgp.DefaultPolicy().Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddKey(ctx, applied); err != nil {
+			t.Fatal(err)
+		}
+		d := applied.Describe()
+		fp := d.Fingerprint
+		cases = append(cases,
+			lookupCase{q: keys.Query{Fingerprint: fp}},
+			lookupCase{q: keys.Query{Fingerprint: fp, NoUserIDs: true}},
+			lookupCase{q: keys.Query{Fingerprint: fp, InlineBytes: -1}},
+			lookupCase{q: keys.Query{Fingerprint: fp, MaxBytes: 100 + 40*i}},
+			lookupCase{q: keys.Query{Fingerprint: d.Subkeys[0].Fingerprint}},
+			lookupCase{q: keys.Query{Fingerprint: []byte(fmt.Sprintf("unknown fingerprint %d", i))}},
+		)
+	}
+	for i := range cases {
+		c := &cases[i]
+		c.want, c.more, c.err = s.FindKeys(ctx, c.q)
+	}
+	return s, cases
+}
+
+// check compares an answer with the one the query got alone.
+func (c lookupCase) check(got []keys.Stored, more bool, err error) error {
+	switch {
+	case c.err != nil && errors.Is(err, keys.ErrAnswerTooLarge) && errors.Is(c.err, keys.ErrAnswerTooLarge):
+		return nil
+	case (err == nil) != (c.err == nil):
+		return fmt.Errorf("error %v, alone %v", err, c.err)
+	case !reflect.DeepEqual(got, c.want) || more != c.more:
+		return fmt.Errorf("%d keys, alone %d", len(got), len(c.want))
+	}
+	return nil
+}
+
+// Lookups that find the pool's connection busy wait, and the next batch
+// answers them all at once, each as it would have been answered alone.
+func TestLookupsWaitingForAConnectionAreAnsweredTogether(t *testing.T) {
+	s, cases := lookupStore(t)
+	ctx := context.Background()
+	lookups0, batches0, _ := postgres.LookupBatches(s)
+	release, err := postgres.HoldReadConns(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Primary fingerprints with user IDs and packets: one form, fewer
+	// than fill a batch.
+	var same []lookupCase
+	for _, c := range cases {
+		if reflect.DeepEqual(c.q, keys.Query{Fingerprint: c.q.Fingerprint}) && len(c.want) == 1 && bytes.Equal(c.want[0].Fingerprint, c.q.Fingerprint) {
+			same = append(same, c)
+		}
+	}
+	errs := make(chan error, len(same))
+	for _, c := range same {
+		go func() {
+			got, more, err := s.FindKeys(ctx, c.q)
+			errs <- c.check(got, more, err)
+		}()
+	}
+	// One lookup leads, waiting for the connection with its own; the
+	// others queue behind it.
+	testkit.Eventually(t, 10*time.Second, "the lookups queued", func() bool { return postgres.QueuedLookups(s) == len(same)-1 })
+	release()
+	for range same {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	lookups, batches, running := postgres.LookupBatches(s)
+	if lookups-lookups0 != int64(len(same)) || batches-batches0 != 2 || running != 0 {
+		t.Errorf("%d lookups in %d batches (%d running), want %d in 2", lookups-lookups0, batches-batches0, running, len(same))
+	}
+}
+
+// Lookups of every form from many goroutines at once, some of them
+// cancelled before or while they wait: every lookup not cancelled gets
+// the answer it gets alone, a cancelled one that or its context's error,
+// and no batch is left running.
+func TestLookupsOfEveryFormConcurrentlyAndCancelled(t *testing.T) {
+	s, cases := lookupStore(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32*len(cases))
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range cases {
+				c := cases[(i*7+g*13)%len(cases)]
+				ctx, cancel := context.WithCancel(context.Background())
+				switch (i + g) % 5 {
+				case 0:
+					cancel() // before it starts
+				case 1:
+					go cancel() // while it runs or waits
+				}
+				got, more, err := s.FindKeys(ctx, c.q)
+				cancel()
+				if (i+g)%5 < 2 && errors.Is(err, context.Canceled) {
+					continue
+				}
+				if err := c.check(got, more, err); err != nil {
+					errs <- fmt.Errorf("%x: %w", c.q.Fingerprint, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	lookups, batches, running := postgres.LookupBatches(s)
+	if running != 0 || postgres.QueuedLookups(s) != 0 {
+		t.Errorf("%d batches running and %d lookups queued after every lookup returned", running, postgres.QueuedLookups(s))
+	}
+	t.Logf("%d lookups in %d batches", lookups, batches)
+}
