@@ -84,17 +84,15 @@ func HoldReadConns(ctx context.Context, s *Store) (release func(), err error) {
 	return release, nil
 }
 
-// QueuedLookups is how many lookups by fingerprint wait for a batch.
-func QueuedLookups(s *Store) int {
-	s.lookups.mu.Lock()
-	defer s.lookups.mu.Unlock()
-	return len(s.lookups.queue)
-}
-
-// LookupBatches reports how many lookups by fingerprint s's batches
-// answered, in how many batches, and how many batches run now.
-func LookupBatches(s *Store) (lookups, batches int64, running int) {
-	s.lookups.mu.Lock()
-	defer s.lookups.mu.Unlock()
-	return s.lookups.lookups.Load(), s.lookups.batches.Load(), s.lookups.running
+// Batches reports, of s's reads by primary fingerprint (what
+// "fingerprint") or of a word's keys ("word"), how many its batches
+// answered, in how many statements, how many batches run now and how
+// many reads wait.
+func Batches(s *Store, what string) (reads, statements int64, running, queued int) {
+	if what == "word" {
+		b := &s.wordReads
+		return b.reads.Load(), b.batches.Load(), b.inFlight(), b.queued()
+	}
+	b := &s.lookups
+	return b.reads.Load(), b.batches.Load(), b.inFlight(), b.queued()
 }

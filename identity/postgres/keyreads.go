@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -179,11 +180,15 @@ func readUpTo(q keys.Query) int64 {
 // holds every row back until the last (a quarter of a one-key search's
 // statement).
 func answerTotal(q keys.Query) string {
-	if q.InlineBytes >= 0 || q.MaxBytes > 0 {
+	if answerSums(q) {
 		return "sum(octet_length(k.packets)) OVER ()"
 	}
 	return "octet_length(k.packets)"
 }
+
+// answerSums reports whether a query's answer size is the sum of its
+// keys' (answerTotal): when it reads packets or bounds the answer.
+func answerSums(q keys.Query) bool { return q.InlineBytes >= 0 || q.MaxBytes > 0 }
 
 // readColumns lists what scanKeys reads of each key k, with total the
 // expression of the answer's size, and, with userIDs, the join that
@@ -236,36 +241,62 @@ func (s *Store) warm(ctx context.Context, n int) {
 // scanKeys runs sql, a statement over $1 = arg and $2 = readUpTo whose
 // columns readKeys lists, and reads its rows as stored keys.
 func (s *Store) scanKeys(ctx context.Context, q keys.Query, sql string, arg any, readUpTo int64) ([]keys.Stored, error) {
+	ks, _, err := s.scanRows(ctx, q, false, sql, arg, readUpTo)
+	return ks, err
+}
+
+// scanTaggedKeys is scanKeys for a statement whose rows end with a text
+// column more, the tag, returned beside each key.
+func (s *Store) scanTaggedKeys(ctx context.Context, q keys.Query, sql string, arg any, readUpTo int64) ([]keys.Stored, []string, error) {
+	return s.scanRows(ctx, q, true, sql, arg, readUpTo)
+}
+
+func (s *Store) scanRows(ctx context.Context, q keys.Query, tagged bool, sql string, arg any, readUpTo int64) ([]keys.Stored, []string, error) {
 	rows, err := s.pool.Query(ctx, sql, arg, readUpTo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	defer rows.Close()
 	userIDs := !q.NoUserIDs
-	decodable := keyRowDecodable(rows.FieldDescriptions(), userIDs)
+	fields := rows.FieldDescriptions()
+	columns := len(fields)
+	if tagged {
+		columns--
+	}
+	decodable := columns >= 0 && keyRowDecodable(fields[:columns], userIDs) && (!tagged || fields[columns].DataTypeOID == pgtype.TextOID)
 	var ks []keys.Stored
+	var tags []string
 	for rows.Next() {
 		var k keys.Stored
 		var total int64
+		var tag string
 		if decodable {
-			k, total, err = decodeKeyRow(rows.RawValues(), userIDs)
+			raw := rows.RawValues()
+			k, total, err = decodeKeyRow(raw[:columns], userIDs)
+			if tagged {
+				tag = string(raw[columns])
+			}
+		} else if tagged {
+			k, total, err = scanKeyRow(rows, userIDs, &tag)
 		} else {
 			k, total, err = scanKeyRow(rows, userIDs)
 		}
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		if q.MaxBytes > 0 && total > int64(q.MaxBytes) {
-			rows.Close()
-			return nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, total, q.MaxBytes)
+			return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", keys.ErrAnswerTooLarge, total, q.MaxBytes)
 		}
 		ks = append(ks, k)
+		if tagged {
+			tags = append(tags, tag)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ks, nil
+	return ks, tags, nil
 }
 
 // countKeys counts the stored keys: exactly up to a million, as

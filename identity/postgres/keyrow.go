@@ -259,8 +259,9 @@ func (a *rawArray) next() ([]byte, error) {
 	return v, nil
 }
 
-// scanKeyRow reads a row of readColumns with rows.Scan.
-func scanKeyRow(rows pgx.Rows, userIDs bool) (keys.Stored, int64, error) {
+// scanKeyRow reads a row of readColumns with rows.Scan, and the columns
+// after them into extra.
+func scanKeyRow(rows pgx.Rows, userIDs bool, extra ...any) (keys.Stored, int64, error) {
 	var k keys.Stored
 	var digest []byte
 	var version, algo int16
@@ -275,7 +276,7 @@ func scanKeyRow(rows pgx.Rows, userIDs bool) (keys.Stored, int64, error) {
 	if userIDs {
 		dest = append(dest, &texts, &emails, &uCreated, &uExpires, &uRevoked, &uPrimary)
 	}
-	if err := rows.Scan(dest...); err != nil {
+	if err := rows.Scan(append(dest, extra...)...); err != nil {
 		return k, 0, err
 	}
 	copy(k.Digest[:], digest)

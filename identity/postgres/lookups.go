@@ -1,69 +1,32 @@
 package postgres
 
 // lookups.go: lookups by primary fingerprint, the commonest read (gpg
-// --recv-keys), answered together. A lookup that finds every connection
-// of the pool busy waits in a queue, and the next free connection answers
-// every lookup waiting (of one form) with one statement: PostgreSQL spends
-// most of a one-key lookup on the statement around it (the round trip,
-// binding, starting and ending the executor), not on the key, and so does
-// Go. In pgbench, one statement for eight keys read three times as many
-// keys a second as eight statements. A lookup that finds a connection
-// free runs at once, alone: nothing waits to gather a batch.
+// --recv-keys), answered together while they wait for a connection
+// (batcher).
 
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/kith-keyserver/kith/identity/keys"
 )
 
-const (
-	// maxLookupBatch bounds the fingerprints of one statement.
-	maxLookupBatch = 64
-	// lookupBatchTimeout bounds a batch's statement: it answers several
-	// requests, so no one request's cancellation stops it.
-	lookupBatchTimeout = 30 * time.Second
-)
-
-// lookupGroup is the queue of lookups waiting for a connection.
-type lookupGroup struct {
-	mu      sync.Mutex
-	queue   []*pendingLookup
-	running int // batches in flight
-	max     int // batches at once: the pool's connections
-	// lookups and batches count what ran, for the metrics.
-	lookups, batches atomic.Int64
-}
-
-// pendingLookup is one lookup by primary fingerprint.
-type pendingLookup struct {
+// fingerprintLookup is a lookup by primary fingerprint.
+type fingerprintLookup struct {
 	fp       []byte
 	userIDs  bool  // read the user IDs too
 	readUpTo int64 // read the packets when at most this many bytes
-	taken    bool  // a batch has it
-	lead     chan struct{}
-	done     chan struct{} // closed when key, found and err are set
-	key      keys.Stored
-	found    bool
-	err      error
 }
 
-// sameForm reports whether l and m can share a statement.
-func (l *pendingLookup) sameForm(m *pendingLookup) bool {
-	return l.userIDs == m.userIDs && l.readUpTo == m.readUpTo
+// sameLookupForm reports whether a and b can share a statement.
+func sameLookupForm(a, b fingerprintLookup) bool {
+	return a.userIDs == b.userIDs && a.readUpTo == b.readUpTo
 }
 
-// leading reports whether l was made to run a batch.
-func (l *pendingLookup) leading() bool {
-	select {
-	case <-l.lead:
-		return true
-	default:
-		return false
-	}
+// lookupAnswer is the key a lookup found, if found.
+type lookupAnswer struct {
+	key   keys.Stored
+	found bool
 }
 
 // lookupPrimary reads the one key whose primary fingerprint is fp when no
@@ -72,158 +35,35 @@ func (l *pendingLookup) leading() bool {
 // found is false when fp names no key so (none, or a subkey), for the
 // general statement to answer.
 func (s *Store) lookupPrimary(ctx context.Context, fp []byte, userIDs bool, readUpTo int64) (key keys.Stored, found bool, err error) {
-	l := &pendingLookup{fp: fp, userIDs: userIDs, readUpTo: readUpTo, lead: make(chan struct{}), done: make(chan struct{})}
-	g := &s.lookups
-	g.mu.Lock()
-	g.queue = append(g.queue, l)
-	lead := g.room()
-	if lead {
-		g.running++
-		close(l.lead)
-	}
-	g.mu.Unlock()
-	if !lead {
-		select {
-		case <-l.done:
-			if !l.leading() {
-				return l.key, l.found, l.err
-			}
-		case <-l.lead:
-		case <-ctx.Done():
-			g.mu.Lock()
-			if !l.taken {
-				g.remove(l)
-				if l.leading() {
-					// Made a leader meanwhile: give the place on.
-					g.running--
-					g.handOff()
-				}
-				g.mu.Unlock()
-				return keys.Stored{}, false, ctx.Err()
-			}
-			g.mu.Unlock()
-			select {
-			case <-l.done:
-				if !l.leading() {
-					return l.key, l.found, l.err
-				}
-			case <-l.lead:
-			}
-		}
-	}
-	// This caller runs batches until its own lookup is answered, then
-	// gives its place to the first caller still waiting.
-	for {
-		batch := g.take(l)
-		if len(batch) == 0 {
-			break // another batch has this caller's lookup
-		}
-		s.runLookups(ctx, batch)
-		if l.answered() {
-			break
-		}
-	}
-	g.mu.Lock()
-	g.running--
-	g.handOff()
-	g.mu.Unlock()
-	<-l.done
-	return l.key, l.found, l.err
-}
-
-// answered reports whether l's batch has answered it.
-func (l *pendingLookup) answered() bool {
-	select {
-	case <-l.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// take removes the next batch from the queue: own, when still queued,
-// and the lookups of its form; otherwise those of the first lookup's form.
-func (g *lookupGroup) take(own *pendingLookup) []*pendingLookup {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) == 0 {
-		return nil
-	}
-	form := g.queue[0]
-	if !own.taken {
-		form = own
-	}
-	var batch, rest []*pendingLookup
-	for _, l := range g.queue {
-		if len(batch) < maxLookupBatch && l.sameForm(form) {
-			l.taken = true
-			batch = append(batch, l)
-		} else {
-			rest = append(rest, l)
-		}
-	}
-	g.queue = rest
-	return batch
-}
-
-// remove drops l from the queue; g.mu is held.
-func (g *lookupGroup) remove(l *pendingLookup) {
-	for i, x := range g.queue {
-		if x == l {
-			g.queue = append(g.queue[:i], g.queue[i+1:]...)
-			return
-		}
-	}
-}
-
-// room reports whether another batch may run; g.mu is held.
-func (g *lookupGroup) room() bool { return g.running < max(g.max, 1) }
-
-// handOff makes the first waiting lookup run the next batch when there
-// is room; g.mu is held.
-func (g *lookupGroup) handOff() {
-	if !g.room() {
-		return
-	}
-	for _, l := range g.queue {
-		if l.leading() {
-			continue
-		}
-		g.running++
-		close(l.lead)
-		return
-	}
+	a, err := s.lookups.do(ctx, fingerprintLookup{fp: fp, userIDs: userIDs, readUpTo: readUpTo})
+	return a.key, a.found, err
 }
 
 // runLookups answers a batch of lookups of one form with one statement
 // and tells each its outcome. Lookups of the same fingerprint share the
 // key read.
-func (s *Store) runLookups(ctx context.Context, batch []*pendingLookup) {
-	g := &s.lookups
-	g.lookups.Add(int64(len(batch)))
-	g.batches.Add(1)
+func (s *Store) runLookups(ctx context.Context, batch []*batched[fingerprintLookup, lookupAnswer]) {
+	form := batch[0].q
 	fps := make([][]byte, 0, len(batch))
 	seen := make(map[string]bool, len(batch))
-	for _, l := range batch {
-		if !seen[string(l.fp)] {
-			seen[string(l.fp)] = true
-			fps = append(fps, l.fp)
+	for _, r := range batch {
+		if !seen[string(r.q.fp)] {
+			seen[string(r.q.fp)] = true
+			fps = append(fps, r.q.fp)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupBatchTimeout)
-	defer cancel()
-	found, err := s.scanKeys(ctx, keys.Query{NoUserIDs: !batch[0].userIDs}, primaryFingerprintsSQL(batch[0].userIDs), fps, batch[0].readUpTo)
+	found, err := s.scanKeys(ctx, keys.Query{NoUserIDs: !form.userIDs}, primaryFingerprintsSQL(form.userIDs), fps, form.readUpTo)
 	byFP := make(map[string]keys.Stored, len(found))
 	for _, k := range found {
 		byFP[string(k.Fingerprint)] = k
 	}
-	for _, l := range batch {
+	for _, r := range batch {
 		if err != nil {
-			l.err = fmt.Errorf("read keys by fingerprint: %w", err)
+			r.err = fmt.Errorf("read keys by fingerprint: %w", err)
 		} else {
-			l.key, l.found = byFP[string(l.fp)]
+			r.answer.key, r.answer.found = byFP[string(r.q.fp)]
 		}
-		close(l.done)
+		close(r.done)
 	}
 }
 

@@ -74,6 +74,20 @@ func lookupStore(t *testing.T) (*postgres.Store, []lookupCase) {
 	return s, cases
 }
 
+// holdReadConns takes every connection of s's pool for lookups until
+// release is called, or the test ends.
+func holdReadConns(t *testing.T, s *postgres.Store) (release func()) {
+	t.Helper()
+	r, err := postgres.HoldReadConns(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(r) }
+	t.Cleanup(release)
+	return release
+}
+
 // check compares an answer with the one the query got alone.
 func (c lookupCase) check(got []keys.Stored, more bool, err error) error {
 	switch {
@@ -92,11 +106,8 @@ func (c lookupCase) check(got []keys.Stored, more bool, err error) error {
 func TestLookupsWaitingForAConnectionAreAnsweredTogether(t *testing.T) {
 	s, cases := lookupStore(t)
 	ctx := context.Background()
-	lookups0, batches0, _ := postgres.LookupBatches(s)
-	release, err := postgres.HoldReadConns(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lookups0, batches0, _, _ := postgres.Batches(s, "fingerprint")
+	release := holdReadConns(t, s)
 	// Primary fingerprints with user IDs and packets: one form, fewer
 	// than fill a batch.
 	var same []lookupCase
@@ -114,14 +125,17 @@ func TestLookupsWaitingForAConnectionAreAnsweredTogether(t *testing.T) {
 	}
 	// One lookup leads, waiting for the connection with its own; the
 	// others queue behind it.
-	testkit.Eventually(t, 10*time.Second, "the lookups queued", func() bool { return postgres.QueuedLookups(s) == len(same)-1 })
+	testkit.Eventually(t, 10*time.Second, "the lookups queued", func() bool {
+		_, _, _, queued := postgres.Batches(s, "fingerprint")
+		return queued == len(same)-1
+	})
 	release()
 	for range same {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
 	}
-	lookups, batches, running := postgres.LookupBatches(s)
+	lookups, batches, running, _ := postgres.Batches(s, "fingerprint")
 	if lookups-lookups0 != int64(len(same)) || batches-batches0 != 2 || running != 0 {
 		t.Errorf("%d lookups in %d batches (%d running), want %d in 2", lookups-lookups0, batches-batches0, running, len(same))
 	}
@@ -164,9 +178,85 @@ func TestLookupsOfEveryFormConcurrentlyAndCancelled(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	lookups, batches, running := postgres.LookupBatches(s)
-	if running != 0 || postgres.QueuedLookups(s) != 0 {
-		t.Errorf("%d batches running and %d lookups queued after every lookup returned", running, postgres.QueuedLookups(s))
+	lookups, batches, running, queued := postgres.Batches(s, "fingerprint")
+	if running != 0 || queued != 0 {
+		t.Errorf("%d batches running and %d lookups queued after every lookup returned", running, queued)
 	}
 	t.Logf("%d lookups in %d batches", lookups, batches)
+}
+
+// Searches by words that wait for a connection read the keys of their
+// rarest words together, and each finds what it finds alone: searches
+// of one key's rare word, of a word two searches share, of a common
+// word (more keys than a rare word has), of a word no key has, with
+// packets and without.
+func TestSearchesWaitingForAConnectionReadTheirWordsTogether(t *testing.T) {
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	for _, b := range generatedKeys(t, 150) {
+		k, err := pgp.ParseKey(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied, _, err := pgp.DefaultPolicy().Apply(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddKey(ctx, applied); err != nil {
+			t.Fatal(err)
+		}
+	}
+	postgres.ForgetWordCounts(s) // every word is guessed rare
+	var cases []lookupCase
+	for _, words := range [][]string{
+		{"user7"}, {"user7", "generated"}, {"user12", "alt"}, {"user12", "net"}, {"user140", "example"},
+		{"generated", "user"}, {"zzqqxxnothing"}, {"user99", "zzqqxxnothing"},
+	} {
+		for _, inline := range []int{0, -1} {
+			cases = append(cases, lookupCase{q: keys.Query{Words: words, InlineBytes: inline, Limit: 100}})
+		}
+	}
+	for i := range cases {
+		c := &cases[i]
+		c.want, c.more, c.err = s.FindKeys(ctx, c.q)
+		if c.err != nil {
+			t.Fatal(c.err)
+		}
+	}
+	postgres.ForgetWordCounts(s) // and the words the searches found common
+	reads0, statements0, _, _ := postgres.Batches(s, "word")
+	release := holdReadConns(t, s)
+	errs := make(chan error, len(cases))
+	for _, c := range cases {
+		go func() {
+			got, more, err := s.FindKeys(ctx, c.q)
+			if err := c.check(got, more, err); err != nil {
+				errs <- fmt.Errorf("%q: %w", c.q.Words, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	// One search leads, waiting for the connection with its own word;
+	// the others queue behind it, those of each form together.
+	testkit.Eventually(t, 10*time.Second, "the searches queued", func() bool {
+		_, _, _, queued := postgres.Batches(s, "word")
+		return queued == len(cases)-1
+	})
+	release()
+	for range cases {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	reads, statements, running, _ := postgres.Batches(s, "word")
+	// The leader's statement, then one for each of the two forms (the
+	// common word's searches read it again, counted, one by one).
+	if reads-reads0 != int64(len(cases)) || statements-statements0 != 3 || running != 0 {
+		t.Errorf("%d word reads in %d statements (%d running), want %d in 3", reads-reads0, statements-statements0, running, len(cases))
+	}
 }

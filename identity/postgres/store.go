@@ -28,8 +28,11 @@ type Store struct {
 	policy pgp.Policy
 	log    *slog.Logger
 
-	group   keyGroup    // AddKey calls waiting for a group transaction
-	lookups lookupGroup // lookups by primary fingerprint waiting for a connection
+	group keyGroup // AddKey calls waiting for a group transaction
+	// lookups and wordReads are the lookups by primary fingerprint and
+	// the reads of a word's keys that wait for a connection.
+	lookups   batcher[fingerprintLookup, lookupAnswer]
+	wordReads batcher[wordRead, []keys.Stored]
 
 	// deferred holds the search indexes a load on this Store deferred
 	// (DeferIndexes), until they are built; nil otherwise.
@@ -101,7 +104,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{pool: pool, writes: writes, policy: pgp.DefaultPolicy(), log: opts.Logger}
-	s.lookups.max = int(cfg.MaxConns)
+	s.lookups.max, s.lookups.sameForm, s.lookups.run = int(cfg.MaxConns), sameLookupForm, s.runLookups
+	s.wordReads.max, s.wordReads.sameForm, s.wordReads.run = int(cfg.MaxConns), sameWordReadForm, s.runWordReads
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -183,9 +187,9 @@ func (s *Store) Close() {
 // answered together.
 func (s *Store) Collector() prometheus.Collector {
 	if s.writes == s.pool {
-		return storeCollector{[]*pgxpool.Pool{s.pool}, &s.words, &s.lookups}
+		return storeCollector{[]*pgxpool.Pool{s.pool}, s}
 	}
-	return storeCollector{[]*pgxpool.Pool{s.pool, s.writes}, &s.words, &s.lookups}
+	return storeCollector{[]*pgxpool.Pool{s.pool, s.writes}, s}
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.
@@ -310,14 +314,13 @@ func (t *writeTxn) commit(ctx context.Context, b, after *pgx.Batch) (pgx.BatchRe
 // for writes, together, how its searches by words started and how many
 // statements answered its lookups by fingerprint.
 type storeCollector struct {
-	pools   []*pgxpool.Pool
-	words   *wordCounts
-	lookups *lookupGroup
+	pools []*pgxpool.Pool
+	s     *Store
 }
 
 var (
 	poolDescs = struct {
-		total, idle, acquired, max, acquires, waits, waitSeconds, wordSearches, lookups, lookupBatches *prometheus.Desc
+		total, idle, acquired, max, acquires, waits, waitSeconds, wordSearches, batchedReads, batchStatements *prometheus.Desc
 	}{
 		total:       prometheus.NewDesc("kith_store_pool_connections", "Open connections in the store's pool.", nil, nil),
 		idle:        prometheus.NewDesc("kith_store_pool_idle_connections", "Idle connections in the store's pool.", nil, nil),
@@ -329,16 +332,17 @@ var (
 		wordSearches: prometheus.NewDesc("kith_store_word_searches_total",
 			"Searches by words, by how they started: from the word guessed rarest (guess), from a guess that was not rare, then counted (missed), counted by PostgreSQL (counted).",
 			[]string{"start"}, nil),
-		lookups: prometheus.NewDesc("kith_store_fingerprint_lookups_total",
-			"Lookups by primary fingerprint, answered together when they waited for a connection.", nil, nil),
-		lookupBatches: prometheus.NewDesc("kith_store_fingerprint_lookup_statements_total",
-			"Statements that answered the lookups by primary fingerprint.", nil, nil),
+		batchedReads: prometheus.NewDesc("kith_store_batched_reads_total",
+			"Reads answered together when they waited for a connection, by what they read: the key of a primary fingerprint (fingerprint), the keys of a search's rarest word (word).",
+			[]string{"read"}, nil),
+		batchStatements: prometheus.NewDesc("kith_store_batch_statements_total",
+			"Statements that answered the batched reads, by what they read.", []string{"read"}, nil),
 	}
 )
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := poolDescs
-	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds, d.wordSearches, d.lookups, d.lookupBatches} {
+	for _, x := range []*prometheus.Desc{d.total, d.idle, d.acquired, d.max, d.acquires, d.waits, d.waitSeconds, d.wordSearches, d.batchedReads, d.batchStatements} {
 		ch <- x
 	}
 }
@@ -363,9 +367,16 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.acquires, prometheus.CounterValue, acquires)
 	ch <- prometheus.MustNewConstMetric(d.waits, prometheus.CounterValue, waits)
 	ch <- prometheus.MustNewConstMetric(d.waitSeconds, prometheus.CounterValue, waitSeconds)
-	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.fromGuess.Load()), "guess")
-	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.missed.Load()), "missed")
-	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(c.words.counted.Load()), "counted")
-	ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(c.lookups.lookups.Load()))
-	ch <- prometheus.MustNewConstMetric(d.lookupBatches, prometheus.CounterValue, float64(c.lookups.batches.Load()))
+	w := &c.s.words
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(w.fromGuess.Load()), "guess")
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(w.missed.Load()), "missed")
+	ch <- prometheus.MustNewConstMetric(d.wordSearches, prometheus.CounterValue, float64(w.counted.Load()), "counted")
+	for _, b := range []struct {
+		read  string
+		reads *atomic.Int64
+		stmts *atomic.Int64
+	}{{"fingerprint", &c.s.lookups.reads, &c.s.lookups.batches}, {"word", &c.s.wordReads.reads, &c.s.wordReads.batches}} {
+		ch <- prometheus.MustNewConstMetric(d.batchedReads, prometheus.CounterValue, float64(b.reads.Load()), b.read)
+		ch <- prometheus.MustNewConstMetric(d.batchStatements, prometheus.CounterValue, float64(b.stmts.Load()), b.read)
+	}
 }

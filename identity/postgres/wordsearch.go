@@ -91,6 +91,72 @@ func byRareWord(total string) string {
 			ORDER BY key_ref LIMIT ` + strconv.Itoa(rareWord+1) + `) m ON k.id = m.key_ref) k ` + join + ` ORDER BY k.id`
 }
 
+// byRareWords is byRareWord for each word of the array $1, with the word
+// last in each row, for the searches that waited for a connection
+// together; with sum, the answer's size is summed over each word's keys.
+// (For one word it costs more than byRareWord: the window is partitioned
+// and the rows sorted by word.)
+func byRareWords(sum bool) string {
+	total := "octet_length(k.packets)"
+	if sum {
+		total = "sum(octet_length(k.packets)) OVER (PARTITION BY k.word)"
+	}
+	columns, join := readColumns(total, true)
+	return `SELECT ` + columns + `, k.word
+		FROM (SELECT w.word, k.* FROM unnest((SELECT $1::text[])) AS w(word)
+			CROSS JOIN LATERAL (SELECT key_ref FROM key_words WHERE word = w.word ORDER BY key_ref LIMIT ` + strconv.Itoa(rareWord+1) + `) m
+			JOIN keys k ON k.id = m.key_ref) k ` + join + ` ORDER BY k.word, k.id`
+}
+
+// wordRead is a read of the keys of a search's rarest word (byRareWords).
+type wordRead struct {
+	word     string
+	readUpTo int64 // read the packets when the word's keys are at most this many bytes
+	sum      bool  // the answer's size is the sum of the word's keys' (answerSums)
+}
+
+// sameWordReadForm reports whether a and b can share a statement.
+func sameWordReadForm(a, b wordRead) bool { return a.readUpTo == b.readUpTo && a.sum == b.sum }
+
+// runWordReads answers a batch of word reads of one form with one
+// statement and tells each its keys: a copy of its own, as searchFromWord
+// keeps some of them in place.
+func (s *Store) runWordReads(ctx context.Context, batch []*batched[wordRead, []keys.Stored]) {
+	form := batch[0].q
+	words := make([]string, 0, len(batch))
+	seen := make(map[string]bool, len(batch))
+	for _, r := range batch {
+		if !seen[r.q.word] {
+			seen[r.q.word] = true
+			words = append(words, r.q.word)
+		}
+	}
+	byWord := make(map[string][]keys.Stored, len(words))
+	var err error
+	if len(words) == 1 {
+		total := "octet_length(k.packets)"
+		if form.sum {
+			total = "sum(octet_length(k.packets)) OVER ()"
+		}
+		byWord[words[0]], err = s.scanKeys(ctx, keys.Query{}, byRareWord(total), words[0], form.readUpTo)
+	} else {
+		var found []keys.Stored
+		var tags []string
+		found, tags, err = s.scanTaggedKeys(ctx, keys.Query{}, byRareWords(form.sum), words, form.readUpTo)
+		for i, k := range found {
+			byWord[tags[i]] = append(byWord[tags[i]], k)
+		}
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.err = fmt.Errorf("read the keys of a word: %w", err)
+		} else {
+			r.answer = slices.Clone(byWord[r.q.word])
+		}
+		close(r.done)
+	}
+}
+
 // wordCountsAge is how long the estimates of wordCounts serve before they
 // are read again: PostgreSQL's autovacuum analyses key_words when a tenth
 // of it changed, and a word's count moves slowly.
@@ -269,7 +335,7 @@ func (s *Store) searchFromRarest(ctx context.Context, q keys.Query) ([]keys.Stor
 func (s *Store) searchFromWord(ctx context.Context, q keys.Query, start string, words []string) ([]keys.Stored, bool, error) {
 	read := q
 	read.NoUserIDs, read.MaxBytes = false, 0 // the user IDs decide; the bound is the kept keys'
-	ks, err := s.scanKeys(ctx, read, byRareWord(answerTotal(q)), start, readUpTo(q))
+	ks, err := s.wordReads.do(ctx, wordRead{word: start, readUpTo: readUpTo(q), sum: answerSums(q)})
 	if err != nil {
 		return nil, false, err
 	}
