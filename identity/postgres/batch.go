@@ -36,6 +36,10 @@ type batcher[Q, A any] struct {
 	max      int // batches at once: the pool's connections
 	sameForm func(a, b Q) bool
 	run      func(ctx context.Context, batch []*batched[Q, A])
+	// yield, when set and true, lets one batch run at a time, whatever
+	// max says: the store's key writes are running, and they share the
+	// cores with the reads.
+	yield func() bool
 	// reads and batches count what ran, for the metrics.
 	reads, batches atomic.Int64
 }
@@ -165,21 +169,25 @@ func (b *batcher[Q, A]) remove(r *batched[Q, A]) {
 }
 
 // room reports whether another batch may run; b.mu is held.
-func (b *batcher[Q, A]) room() bool { return b.running < max(b.max, 1) }
+func (b *batcher[Q, A]) room() bool {
+	if b.yield != nil && b.yield() {
+		return b.running < 1
+	}
+	return b.running < max(b.max, 1)
+}
 
 // handOff makes the first waiting read run the next batch when there is
 // room; b.mu is held.
 func (b *batcher[Q, A]) handOff() {
-	if !b.room() {
-		return
-	}
 	for _, r := range b.queue {
+		if !b.room() {
+			return
+		}
 		if closed(r.lead) {
 			continue
 		}
 		b.running++
 		close(r.lead)
-		return
 	}
 }
 

