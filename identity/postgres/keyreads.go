@@ -179,8 +179,12 @@ func readUpTo(q keys.Query) int64 {
 // size, which nothing reads, saving PostgreSQL the window aggregate that
 // holds every row back until the last (a quarter of a one-key search's
 // statement).
-func answerTotal(q keys.Query) string {
-	if answerSums(q) {
+func answerTotal(q keys.Query) string { return totalOf(answerSums(q)) }
+
+// totalOf is the expression of an answer's size: with sum, the sum of
+// the sizes of every key k of the statement's rows; otherwise a key's own.
+func totalOf(sum bool) string {
+	if sum {
 		return "sum(octet_length(k.packets)) OVER ()"
 	}
 	return "octet_length(k.packets)"
@@ -251,6 +255,9 @@ func (s *Store) scanTaggedKeys(ctx context.Context, q keys.Query, sql string, ar
 	return s.scanRows(ctx, q, true, sql, arg, readUpTo)
 }
 
+// scanRows is scanKeys and, with tagged, scanTaggedKeys: it reads the
+// rows from their bytes (decodeKeyRow) when they have the form it knows,
+// with rows.Scan otherwise.
 func (s *Store) scanRows(ctx context.Context, q keys.Query, tagged bool, sql string, arg any, readUpTo int64) ([]keys.Stored, []string, error) {
 	rows, err := s.pool.Query(ctx, sql, arg, readUpTo)
 	if err != nil {

@@ -134,11 +134,7 @@ func (s *Store) runWordReads(ctx context.Context, batch []*batched[wordRead, []k
 	byWord := make(map[string][]keys.Stored, len(words))
 	var err error
 	if len(words) == 1 {
-		total := "octet_length(k.packets)"
-		if form.sum {
-			total = "sum(octet_length(k.packets)) OVER ()"
-		}
-		byWord[words[0]], err = s.scanKeys(ctx, keys.Query{}, byRareWord(total), words[0], form.readUpTo)
+		byWord[words[0]], err = s.scanKeys(ctx, keys.Query{}, byRareWord(totalOf(form.sum)), words[0], form.readUpTo)
 	} else {
 		var found []keys.Stored
 		var tags []string
