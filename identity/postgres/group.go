@@ -88,11 +88,9 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) 
 			if !q.taken {
 				g.remove(q)
 				// A writer may have chosen this caller to lead meanwhile.
-				select {
-				case <-q.lead:
+				if q.leading() {
 					g.writers--
 					g.handOff()
-				default:
 				}
 				g.mu.Unlock()
 				return keys.Written{}, fmt.Errorf("postgres: add key: %w", ctx.Err())
@@ -136,14 +134,7 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) 
 // key was taken; it must then leave through the writer's path, which
 // gives the place back, or the count of writers would stay one too high
 // and, with no room for a writer, keys would wait for ever.
-func (q *queuedKey) leading() bool {
-	select {
-	case <-q.lead:
-		return true
-	default:
-		return false
-	}
-}
+func (q *queuedKey) leading() bool { return closed(q.lead) }
 
 // take removes the next group from the queue: callers in arrival order,
 // one per fingerprint (a second upload of the same key waits for the
@@ -190,10 +181,8 @@ func (g *keyGroup) handOff() {
 		return
 	}
 	for _, q := range g.queue {
-		select {
-		case <-q.lead:
-			continue // already leading
-		default:
+		if q.leading() {
+			continue
 		}
 		g.writers++
 		close(q.lead)
