@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-
 	"github.com/kith-keyserver/kith/identity/keys"
 	"github.com/kith-keyserver/kith/identity/postgres"
 	"github.com/kith-keyserver/kith/identity/postgres/pgtest"
@@ -388,20 +386,8 @@ func BenchmarkCacheInvalidateBesideWordAnswers(b *testing.B) {
 // key now belongs to without reading it from the store.
 func TestOwnNotificationBeforeTheWriteReturnsReadsNothing(t *testing.T) {
 	ts := newTestServerOn(t, deafStore{pgtest.NewStore(t)}, Options{})
-	parse := func(e *openpgp.Entity) *pgp.Key {
-		t.Helper()
-		k, err := pgp.ParseKey(binaryKey(t, e))
-		if err != nil {
-			t.Fatal(err)
-		}
-		applied, _, err := pgp.DefaultPolicy().Apply(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return applied
-	}
-	announced := parse(newEntity(t, "Zelda Early", "zelda@example.org", 430))
-	stranger := parse(newEntity(t, "Yorick Elsewhere", "yorick@example.org", 431))
+	announced := mustApply(t, binaryKey(t, newEntity(t, "Zelda Early", "zelda@example.org", 430)))
+	stranger := mustApply(t, binaryKey(t, newEntity(t, "Yorick Elsewhere", "yorick@example.org", 431)))
 	for _, q := range []string{"op=index&options=mr&search=zelda", "op=index&options=mr&search=yorick"} {
 		ts.lookup(q) // 404, cached
 		if !ts.cachedAnswer(q) {

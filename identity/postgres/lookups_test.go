@@ -33,30 +33,14 @@ type lookupCase struct {
 // with the answer it gets alone.
 func lookupStore(t *testing.T) (*postgres.Store, []lookupCase) {
 	t.Helper()
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
 	typical, err := keygen.TypicalKeys(40, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, stored := oneLookupConnStore(t, typical)
 	var cases []lookupCase
-	for i, b := range typical {
-		k, err := pgp.ParseKey(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		applied, _, err := pgp.DefaultPolicy().Apply(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddKey(ctx, applied); err != nil {
-			t.Fatal(err)
-		}
-		d := applied.Describe()
+	for i, k := range stored {
+		d := k.Describe()
 		fp := d.Fingerprint
 		cases = append(cases,
 			lookupCase{q: keys.Query{Fingerprint: fp}},
@@ -67,11 +51,75 @@ func lookupStore(t *testing.T) (*postgres.Store, []lookupCase) {
 			lookupCase{q: keys.Query{Fingerprint: []byte(fmt.Sprintf("unknown fingerprint %d", i))}},
 		)
 	}
+	answerAlone(t, s, cases)
+	return s, cases
+}
+
+// oneLookupConnStore is a store whose pool keeps one connection for
+// lookups, holding the keys bins through the default policy, which it
+// returns.
+func oneLookupConnStore(t *testing.T, bins [][]byte) (*postgres.Store, []*pgp.Key) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	stored := make([]*pgp.Key, len(bins))
+	for i, b := range bins {
+		stored[i] = applied(t, b)
+		if _, err := s.AddKey(ctx, stored[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, stored
+}
+
+// answerAlone sets each case's answer to the one its query gets alone.
+func answerAlone(t *testing.T, s *postgres.Store, cases []lookupCase) {
+	t.Helper()
 	for i := range cases {
 		c := &cases[i]
-		c.want, c.more, c.err = s.FindKeys(ctx, c.q)
+		c.want, c.more, c.err = s.FindKeys(context.Background(), c.q)
 	}
-	return s, cases
+}
+
+// answerBehindHeldConns runs the cases' queries at once while every
+// connection for lookups is held, waits until all but the one leading
+// wait for a batch of what ("fingerprint" or "word"), lets them go and
+// checks each answer against the one it got alone. It returns how many
+// reads and statements the batches added.
+func answerBehindHeldConns(t *testing.T, s *postgres.Store, what string, cases []lookupCase) (reads, statements int64) {
+	t.Helper()
+	reads0, statements0, _, _ := postgres.Batches(s, what)
+	release := holdReadConns(t, s)
+	errs := make(chan error, len(cases))
+	for _, c := range cases {
+		go func() {
+			got, more, err := s.FindKeys(context.Background(), c.q)
+			if err := c.check(got, more, err); err != nil {
+				errs <- fmt.Errorf("%+v: %w", c.q, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	testkit.Eventually(t, 10*time.Second, "the reads queued", func() bool {
+		_, _, _, queued := postgres.Batches(s, what)
+		return queued == len(cases)-1
+	})
+	release()
+	for range cases {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	reads, statements, running, _ := postgres.Batches(s, what)
+	if running != 0 {
+		t.Errorf("%d batches still running", running)
+	}
+	return reads - reads0, statements - statements0
 }
 
 // holdReadConns takes every connection of s's pool for lookups until
@@ -105,9 +153,6 @@ func (c lookupCase) check(got []keys.Stored, more bool, err error) error {
 // answers them all at once, each as it would have been answered alone.
 func TestLookupsWaitingForAConnectionAreAnsweredTogether(t *testing.T) {
 	s, cases := lookupStore(t)
-	ctx := context.Background()
-	lookups0, batches0, _, _ := postgres.Batches(s, "fingerprint")
-	release := holdReadConns(t, s)
 	// Primary fingerprints with user IDs and packets: one form, fewer
 	// than fill a batch.
 	var same []lookupCase
@@ -116,28 +161,10 @@ func TestLookupsWaitingForAConnectionAreAnsweredTogether(t *testing.T) {
 			same = append(same, c)
 		}
 	}
-	errs := make(chan error, len(same))
-	for _, c := range same {
-		go func() {
-			got, more, err := s.FindKeys(ctx, c.q)
-			errs <- c.check(got, more, err)
-		}()
-	}
 	// One lookup leads, waiting for the connection with its own; the
-	// others queue behind it.
-	testkit.Eventually(t, 10*time.Second, "the lookups queued", func() bool {
-		_, _, _, queued := postgres.Batches(s, "fingerprint")
-		return queued == len(same)-1
-	})
-	release()
-	for range same {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-	lookups, batches, running, _ := postgres.Batches(s, "fingerprint")
-	if lookups-lookups0 != int64(len(same)) || batches-batches0 != 2 || running != 0 {
-		t.Errorf("%d lookups in %d batches (%d running), want %d in 2", lookups-lookups0, batches-batches0, running, len(same))
+	// others queue behind it and go in the next batch.
+	if lookups, batches := answerBehindHeldConns(t, s, "fingerprint", same); lookups != int64(len(same)) || batches != 2 {
+		t.Errorf("%d lookups in %d batches, want %d in 2", lookups, batches, len(same))
 	}
 }
 
@@ -188,75 +215,35 @@ func TestLookupsOfEveryFormConcurrentlyAndCancelled(t *testing.T) {
 // Searches by words that wait for a connection read the keys of their
 // rarest words together, and each finds what it finds alone: searches
 // of one key's rare word, of a word two searches share, of a common
-// word (more keys than a rare word has), of a word no key has, with
-// packets and without.
+// word (more keys than a rare word has), of a word no key has, of bytes
+// that are no UTF-8, with packets and without.
 func TestSearchesWaitingForAConnectionReadTheirWordsTogether(t *testing.T) {
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	for _, b := range generatedKeys(t, 150) {
-		k, err := pgp.ParseKey(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		applied, _, err := pgp.DefaultPolicy().Apply(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddKey(ctx, applied); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, _ := oneLookupConnStore(t, generatedKeys(t, 150))
 	postgres.ForgetWordCounts(s) // every word is guessed rare
 	var cases []lookupCase
 	for _, words := range [][]string{
 		{"user7"}, {"user7", "generated"}, {"user12", "alt"}, {"user12", "net"}, {"user140", "example"},
 		{"generated", "user"}, {"zzqqxxnothing"}, {"user99", "zzqqxxnothing"},
+		// A stranger's bytes that are no text share the batch with the
+		// others' searches and fail none of them.
+		{"user7\xff\x00'); --"},
 	} {
 		for _, inline := range []int{0, -1} {
 			cases = append(cases, lookupCase{q: keys.Query{Words: words, InlineBytes: inline, Limit: 100}})
 		}
 	}
-	for i := range cases {
-		c := &cases[i]
-		c.want, c.more, c.err = s.FindKeys(ctx, c.q)
+	answerAlone(t, s, cases)
+	for _, c := range cases {
 		if c.err != nil {
 			t.Fatal(c.err)
 		}
 	}
 	postgres.ForgetWordCounts(s) // and the words the searches found common
-	reads0, statements0, _, _ := postgres.Batches(s, "word")
-	release := holdReadConns(t, s)
-	errs := make(chan error, len(cases))
-	for _, c := range cases {
-		go func() {
-			got, more, err := s.FindKeys(ctx, c.q)
-			if err := c.check(got, more, err); err != nil {
-				errs <- fmt.Errorf("%q: %w", c.q.Words, err)
-				return
-			}
-			errs <- nil
-		}()
-	}
 	// One search leads, waiting for the connection with its own word;
-	// the others queue behind it, those of each form together.
-	testkit.Eventually(t, 10*time.Second, "the searches queued", func() bool {
-		_, _, _, queued := postgres.Batches(s, "word")
-		return queued == len(cases)-1
-	})
-	release()
-	for range cases {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-	reads, statements, running, _ := postgres.Batches(s, "word")
-	// The leader's statement, then one for each of the two forms (the
-	// common word's searches read it again, counted, one by one).
-	if reads-reads0 != int64(len(cases)) || statements-statements0 != 3 || running != 0 {
-		t.Errorf("%d word reads in %d statements (%d running), want %d in 3", reads-reads0, statements-statements0, running, len(cases))
+	// the others queue behind it, those of each form together: the
+	// leader's statement, then one for each of the two forms (the common
+	// word's searches read it again, counted, one by one).
+	if reads, statements := answerBehindHeldConns(t, s, "word", cases); reads != int64(len(cases)) || statements != 3 {
+		t.Errorf("%d word reads in %d statements, want %d in 3", reads, statements, len(cases))
 	}
 }
