@@ -348,7 +348,7 @@ var (
 			"Searches by words, by how they started: from the word guessed rarest (guess), from a guess that was not rare, then counted (missed), counted by PostgreSQL (counted).",
 			[]string{"start"}, nil),
 		batchedReads: prometheus.NewDesc("kith_store_batched_reads_total",
-			"Reads answered together when they waited for a connection, by what they read: the key of a primary fingerprint (fingerprint), the keys of a search's rarest word (word).",
+			"Reads that are answered together when they wait for a connection, alone or not, by what they read: the key of a primary fingerprint (fingerprint), the keys of a search's rarest word (word). Over kith_store_batch_statements_total: the reads a statement answered.",
 			[]string{"read"}, nil),
 		batchStatements: prometheus.NewDesc("kith_store_batch_statements_total",
 			"Statements that answered the batched reads, by what they read.", []string{"read"}, nil),
