@@ -337,8 +337,11 @@ func unnestInsert(table string, cols, types []string, rows [][]any, suffix strin
 }
 
 // allocateKeyIDs takes $1 ids from the keys' sequence, for the keys of a
-// small batch that turn out to be new; those that do not leave a gap.
-const allocateKeyIDs = `SELECT nextval(pg_get_serial_sequence('keys', 'id')) FROM generate_series(1, $1)`
+// small batch that turn out to be new (those that do not leave a gap) or
+// of a bulk load's batch. The sequence is named once, in an InitPlan: as
+// the argument of nextval, pg_get_serial_sequence and the name's lookup
+// ran for every id, 7 ms of the 8 ms that 1,000 ids took.
+const allocateKeyIDs = `SELECT nextval((SELECT pg_get_serial_sequence('keys', 'id')::regclass)) FROM generate_series(1, $1)`
 
 // readKeyIDs reads the n ids of allocateKeyIDs from its rows, or the
 // error of running it.
