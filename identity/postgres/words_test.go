@@ -72,6 +72,13 @@ func TestEveryWriterKeepsKeyWords(t *testing.T) {
 	for i := range 100 { // over smallBatch: COPY
 		large = append(large, typicalKey(t, g, 10+i))
 	}
+	// A bulk batch copies words keys.Lexemes makes in Go: user IDs whose
+	// case and classes of characters other locales than C treat otherwise,
+	// and words repeated within a user ID and across a key's user IDs.
+	large = append(large,
+		entityKey(t, newEntity(t, "José Müller-Lüdenscheidt <jose.mueller@example.org>", "\u212aelvin KELVIN İstanbul Iİı <k@example.org>")),
+		entityKey(t, newEntity(t, "日本語 テスト <nihon@example.jp>", "abc123def 1e5 3.14 foo-bar_baz <abc@example.jp>")),
+		entityKey(t, newEntity(t, "Ünïcödé\u00a0nbsp\ttab Alice ALICE alice <alice@alice.example>", "Alice <alice@example.org>")))
 	for name, batch := range map[string][]*pgp.Key{"a small batch": small, "a large batch": large} {
 		if _, err := s.AddKeys(ctx, batch); err != nil {
 			t.Fatal(err)
