@@ -170,8 +170,10 @@ func (b *ed25519Batch) verify() bool {
 		}
 		sumS.MultiplyAdd(z, sg.s, sumS)
 		keyScalars[sg.key].MultiplyAdd(z, sg.k, keyScalars[sg.key])
-		scalars = append(scalars, new(edwards25519.Scalar).Negate(z))
-		points = append(points, sg.r)
+		// z·(−R) rather than (−z)·R: z has 128 bits and −z mod ℓ 253, so
+		// the multiplication adds R's multiples for half as many digits.
+		scalars = append(scalars, z)
+		points = append(points, new(edwards25519.Point).Negate(sg.r))
 	}
 	for i, k := range b.keys {
 		scalars = append(scalars, new(edwards25519.Scalar).Negate(keyScalars[i]))
