@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kith-keyserver/kith/identity/keys"
@@ -96,3 +97,7 @@ func Batches(s *Store, what string) (reads, statements int64, running, queued in
 	b := &s.lookups
 	return b.reads.Load(), b.batches.Load(), b.inFlight(), b.queued()
 }
+
+// TsvectorOf is the words column a bulk load writes for a user ID whose
+// stored text is uid (tsvectorOf).
+func TsvectorOf(uid string) pgtype.TSVector { return tsvectorOf(keys.Lexemes(uid)) }

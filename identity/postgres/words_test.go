@@ -32,11 +32,24 @@ const keyWordsDrift = `WITH want AS (SELECT DISTINCT w.word, u.key_ref FROM user
 		(SELECT count(*) FROM (SELECT word, key_ref FROM key_words EXCEPT SELECT word, key_ref FROM want) l),
 		(SELECT count(*) FROM key_words)`
 
-// checkKeyWords fails t unless key_words holds exactly the words of the
-// stored user IDs, and at least min rows.
+// uidWordsDrift counts the user_ids rows whose words are not what
+// migration 0001's expression makes of their text, which PostgreSQL
+// generated before writers wrote them (migration 0022).
+const uidWordsDrift = `SELECT count(*) FROM user_ids
+	WHERE words IS DISTINCT FROM to_tsvector('simple', regexp_replace(lower(uid), '[^[:alnum:]]+', ' ', 'g'))`
+
+// checkKeyWords fails t unless every stored user ID's words are the ones
+// the expression makes of its text, key_words holds exactly those words,
+// and it has at least min rows.
 func checkKeyWords(t *testing.T, db *pgx.Conn, when string, min int) {
 	t.Helper()
-	var missing, left, n int
+	var drift, missing, left, n int
+	if err := db.QueryRow(context.Background(), uidWordsDrift).Scan(&drift); err != nil {
+		t.Fatal(err)
+	}
+	if drift != 0 {
+		t.Fatalf("%s: %d user IDs hold other words than their text's", when, drift)
+	}
 	if err := db.QueryRow(context.Background(), keyWordsDrift).Scan(&missing, &left, &n); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +336,18 @@ func TestSearchByWordsInALocaleOtherThanC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	searches := []string{"josé", "jos", "müller", "m ller", "jos example", "kelvin", "\u212aelvin", "example org"}
+	// A bulk batch here makes its words in SQL, not in Go.
+	g := keygen.New(4)
+	var large []*pgp.Key
+	for i := range 70 {
+		large = append(large, typicalKey(t, g, i))
+	}
+	large = append(large, entityKey(t, newEntity(t, "Ünïcödé Straße <strasse@example.org>", "\u212aelvin İstanbul <k@example.org>")))
+	if _, err := s.AddKeys(ctx, large); err != nil {
+		t.Fatal(err)
+	}
+	checkKeyWords(t, db, "a bulk batch in C.UTF-8", 70)
+	searches := []string{"josé", "jos", "müller", "m ller", "jos example", "kelvin", "\u212aelvin", "example org", "straße", "istanbul"}
 	found, _ := compareSearches(t, s, db, searches, "in C.UTF-8")
 	guess, missed, counted := postgres.WordSearchStarts(s)
 	if guess != 0 || missed != 0 || counted == 0 || found < 4 {
@@ -418,11 +442,27 @@ func TestLexemesAreTheStoresLexemes(t *testing.T) {
 		"日本語 テスト <nihon@example.jp>", "abc123def 1e5 3.14 foo-bar_baz",
 		"Ünïcödé\u00a0nbsp\ttab", "UPPER lower MiXeD", "", "!!!",
 		strings.Repeat("a", 2046) + " b", strings.Repeat("a", 2047) + " b", "c " + strings.Repeat("D", 3000),
+		"a b a c a", strings.Repeat("x y ", 300) + "z", strings.Repeat("w ", 17000) + "last v", manyWords(17000),
 	} {
 		var want []string
 		if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w ORDER BY w), '{}') FROM unnest(tsvector_to_array(
 			to_tsvector('simple', regexp_replace(lower($1), '[^[:alnum:]]+', ' ', 'g')))) AS w`, s).Scan(&want); err != nil {
 			t.Fatal(err)
+		}
+		// The whole tsvector a bulk load copies, positions too, is the one
+		// the expression makes.
+		if _, err := conn.Exec(ctx, "CREATE TEMP TABLE IF NOT EXISTS copied (uid text, words tsvector); TRUNCATE copied"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"copied"}, []string{"uid", "words"}, pgx.CopyFromRows([][]any{{s, postgres.TsvectorOf(s)}})); err != nil {
+			t.Fatalf("%.40q: copy its tsvector: %v", s, err)
+		}
+		var same bool
+		if err := conn.QueryRow(ctx, `SELECT words = to_tsvector('simple', regexp_replace(lower(uid), '[^[:alnum:]]+', ' ', 'g')) FROM copied`).Scan(&same); err != nil {
+			t.Fatal(err)
+		}
+		if !same {
+			t.Errorf("%.40q: the copied tsvector differs from the store's", s)
 		}
 		got := map[string]bool{}
 		for _, l := range keys.Lexemes(s) {
@@ -437,4 +477,13 @@ func TestLexemesAreTheStoresLexemes(t *testing.T) {
 			t.Errorf("%q: lexemes %q, the store's %q", s, sorted, want)
 		}
 	}
+}
+
+// manyWords is n distinct words, past the positions a tsvector keeps.
+func manyWords(n int) string {
+	ws := make([]string, n)
+	for i := range ws {
+		ws[i] = fmt.Sprintf("w%d", i%(n-5)) // the last five repeat
+	}
+	return strings.Join(ws, " ")
 }
