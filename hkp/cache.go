@@ -4,13 +4,8 @@
 // What is cached: the whole answer (status, headers, body) of op=get,
 // index, vindex and hget, found or not found, keyed by the normalised
 // request (op, selector, options), so "0xABCD…" and "0xabcd…" share one
-// entry. The cache is bounded by bytes, and every answer also expires
-// after Options.CacheTTL. Past the bound, the answers go in the order
-// they were put, but one asked for since it was put (or last passed
-// over) is passed over once more: "second chance", close to least
-// recently used, and what lets hits take the cache's lock only for
-// reading, where moving each hit to the front of the list wrote under an
-// exclusive lock that 32 readers of a warm cache queued for.
+// entry. The cache is bounded by bytes (least recently used answers go
+// first) and every answer also expires after Options.CacheTTL.
 //
 // The invalidation rule. A key change (a notification from any node, or an
 // upload through this Handler, applied before its answer is sent) can
@@ -88,9 +83,6 @@ type cacheEntry struct {
 	expires time.Time
 	size    int64
 	elem    *list.Element
-	// used is set by each hit, and cleared when the entry reaches the
-	// back of the list and is given a second chance (put).
-	used atomic.Bool
 }
 
 type entrySet map[*cacheEntry]struct{}
@@ -103,13 +95,11 @@ type cache struct {
 	metrics *metrics
 	enabled atomic.Bool
 
-	// mu is held for reading by hits and begin, for writing by every
-	// change: hits of a warm cache share it instead of queueing for it.
-	mu     sync.RWMutex
+	mu     sync.Mutex
 	epoch  uint64
 	bytes  int64
 	byKey  map[string]*cacheEntry
-	lru    list.List // front: most recently put, or given a second chance
+	lru    list.List // front: most recently used
 	byFP   map[string]entrySet
 	byTerm map[string]entrySet
 	// byLexeme indexes word entries by their longest lexeme; noLexeme
@@ -152,8 +142,8 @@ func (c *cache) disable() {
 
 // begin returns the epoch a lookup must present to put.
 func (c *cache) begin() uint64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.epoch
 }
 
@@ -162,20 +152,22 @@ func (c *cache) get(key string) *answer {
 	if !c.usable() {
 		return nil
 	}
-	c.mu.RLock()
+	c.mu.Lock()
 	e := c.byKey[key]
-	if e == nil || c.now().After(e.expires) {
-		// An expired entry goes when the next put reaches it or
-		// replaces it.
-		c.mu.RUnlock()
+	if e == nil {
+		c.mu.Unlock()
 		c.metrics.miss()
 		return nil
 	}
-	if !e.used.Load() {
-		e.used.Store(true)
+	if c.now().After(e.expires) {
+		c.remove(e)
+		c.mu.Unlock()
+		c.metrics.miss()
+		return nil
 	}
+	c.lru.MoveToFront(e.elem)
 	a := e.ans
-	c.mu.RUnlock()
+	c.mu.Unlock()
 	c.metrics.hit()
 	return a
 }
@@ -235,10 +227,6 @@ func (c *cache) put(epoch uint64, key string, a *answer, fps []string, term stri
 	evicted := 0
 	for c.bytes > c.max {
 		last := c.lru.Back().Value.(*cacheEntry)
-		if last.used.Swap(false) {
-			c.lru.MoveToFront(last.elem) // used since it was put or last here: a second chance
-			continue
-		}
 		c.remove(last)
 		evicted++
 	}
