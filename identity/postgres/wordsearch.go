@@ -329,8 +329,8 @@ func (s *Store) searchFromRarest(ctx context.Context, q keys.Query) ([]keys.Stor
 // q.Limit+1 of them, and applies q's bounds on their size as readKeys
 // does. It reports false when start has rareWord keys or more.
 func (s *Store) searchFromWord(ctx context.Context, q keys.Query, start string, words []string) ([]keys.Stored, bool, error) {
-	read := q
-	read.NoUserIDs, read.MaxBytes = false, 0 // the user IDs decide; the bound is the kept keys'
+	// The read takes the user IDs, which decide, and no bound on size:
+	// the bound is the kept keys'.
 	ks, err := s.wordReads.do(ctx, wordRead{word: start, readUpTo: readUpTo(q), sum: answerSums(q)})
 	if err != nil {
 		return nil, false, err
