@@ -12,6 +12,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,14 +29,14 @@ const (
 
 // batcher runs reads of type Q, answered by A, in batches of one form
 // (sameForm) while they wait for a connection; run answers a batch with
-// one statement.
+// one statement: the answer of each read, in order, or an error for all.
 type batcher[Q, A any] struct {
 	mu       sync.Mutex
 	queue    []*batched[Q, A]
 	running  int // batches in flight
 	max      int // batches at once: the pool's connections
 	sameForm func(a, b Q) bool
-	run      func(ctx context.Context, batch []*batched[Q, A])
+	run      func(ctx context.Context, qs []Q) ([]A, error)
 	// yield, when set and true, lets one batch run at a time, whatever
 	// max says: the store's key writes are running, and they share the
 	// cores with the reads.
@@ -44,7 +45,7 @@ type batcher[Q, A any] struct {
 	reads, batches atomic.Int64
 }
 
-// batched is one read of a batcher: run sets answer or err.
+// batched is one read of a batcher: runBatch sets answer or err.
 type batched[Q, A any] struct {
 	q      Q
 	taken  bool          // a batch has it
@@ -115,10 +116,10 @@ func (b *batcher[Q, A]) do(ctx context.Context, q Q) (A, error) {
 		b.reads.Add(int64(len(batch)))
 		b.batches.Add(1)
 		if len(batch) == 1 && batch[0] == r {
-			b.run(ctx, batch) // alone: its own context
+			b.runBatch(ctx, batch) // alone: its own context
 		} else {
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-			b.run(bctx, batch)
+			b.runBatch(bctx, batch)
 			cancel()
 		}
 		if closed(r.done) {
@@ -131,6 +132,27 @@ func (b *batcher[Q, A]) do(ctx context.Context, q Q) (A, error) {
 	b.mu.Unlock()
 	<-r.done
 	return r.answer, r.err
+}
+
+// runBatch answers batch with run and tells each read its answer, or
+// run's error.
+func (b *batcher[Q, A]) runBatch(ctx context.Context, batch []*batched[Q, A]) {
+	qs := make([]Q, len(batch))
+	for i, r := range batch {
+		qs[i] = r.q
+	}
+	answers, err := b.run(ctx, qs)
+	if err == nil && len(answers) != len(batch) {
+		err = fmt.Errorf("postgres: %d answers for %d reads", len(answers), len(batch))
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.err = err
+		} else {
+			r.answer = answers[i]
+		}
+		close(r.done)
+	}
 }
 
 // take removes the next batch from the queue: own, when still queued,

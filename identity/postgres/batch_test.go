@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,13 +23,14 @@ func TestBatcherYieldsToWrites(t *testing.T) {
 			max:      3,
 			sameForm: func(a, b int) bool { return a == b },
 			yield:    writing.Load,
-			run: func(ctx context.Context, batch []*batched[int, int]) {
+			run: func(ctx context.Context, qs []int) ([]int, error) {
 				started.Add(1)
 				<-release
-				for _, r := range batch {
-					r.answer = r.q * 10
-					close(r.done)
+				answers := make([]int, len(qs))
+				for i, q := range qs {
+					answers[i] = q * 10
 				}
+				return answers, nil
 			},
 		}
 		answers := make(chan int, 3)
@@ -60,5 +62,49 @@ func TestBatcherYieldsToWrites(t *testing.T) {
 		if sum != 30 || b.inFlight() != 0 || b.queued() != 0 {
 			t.Errorf("yielding %v: answers summing to %d, %d batches running, %d queued", yielding, sum, b.inFlight(), b.queued())
 		}
+	}
+}
+
+// A batch's error reaches every read of the batch, and the reads queued
+// behind it are answered by the next batch.
+func TestBatcherTellsEveryReadItsBatchsError(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	b := &batcher[int, int]{
+		max:      1,
+		sameForm: func(a, b int) bool { return true },
+		run: func(ctx context.Context, qs []int) ([]int, error) {
+			if calls.Add(1) == 1 {
+				<-release // the first read, alone, holds the one place
+				return []int{qs[0]}, nil
+			}
+			return nil, errors.New("broken statement")
+		},
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.do(context.Background(), 0)
+		first <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the first read runs", func() bool { return calls.Load() == 1 })
+	errs := make(chan error, 4)
+	for q := range 4 {
+		go func() {
+			_, err := b.do(context.Background(), q+1)
+			errs <- err
+		}()
+	}
+	testkit.Eventually(t, 10*time.Second, "four reads queued", func() bool { return b.queued() == 4 })
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("the first read: %v", err)
+	}
+	for range 4 {
+		if err := <-errs; err == nil || err.Error() != "broken statement" {
+			t.Errorf("a queued read: %v, want the batch's error", err)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d statements, want 2 (the four queued reads in one)", n)
 	}
 }

@@ -39,32 +39,31 @@ func (s *Store) lookupPrimary(ctx context.Context, fp []byte, userIDs bool, read
 	return a.key, a.found, err
 }
 
-// runLookups answers a batch of lookups of one form with one statement
-// and tells each its outcome. Lookups of the same fingerprint share the
-// key read.
-func (s *Store) runLookups(ctx context.Context, batch []*batched[fingerprintLookup, lookupAnswer]) {
-	form := batch[0].q
-	fps := make([][]byte, 0, len(batch))
-	seen := make(map[string]bool, len(batch))
-	for _, r := range batch {
-		if !seen[string(r.q.fp)] {
-			seen[string(r.q.fp)] = true
-			fps = append(fps, r.q.fp)
+// runLookups answers a batch of lookups of one form with one statement.
+// Lookups of the same fingerprint share the key read.
+func (s *Store) runLookups(ctx context.Context, qs []fingerprintLookup) ([]lookupAnswer, error) {
+	fps := make([][]byte, 0, len(qs))
+	seen := make(map[string]bool, len(qs))
+	for _, q := range qs {
+		if !seen[string(q.fp)] {
+			seen[string(q.fp)] = true
+			fps = append(fps, q.fp)
 		}
 	}
+	form := qs[0]
 	found, err := s.scanKeys(ctx, keys.Query{NoUserIDs: !form.userIDs}, primaryFingerprintsSQL(form.userIDs), fps, form.readUpTo)
+	if err != nil {
+		return nil, fmt.Errorf("read keys by fingerprint: %w", err)
+	}
 	byFP := make(map[string]keys.Stored, len(found))
 	for _, k := range found {
 		byFP[string(k.Fingerprint)] = k
 	}
-	for _, r := range batch {
-		if err != nil {
-			r.err = fmt.Errorf("read keys by fingerprint: %w", err)
-		} else {
-			r.answer.key, r.answer.found = byFP[string(r.q.fp)]
-		}
-		close(r.done)
+	answers := make([]lookupAnswer, len(qs))
+	for i, q := range qs {
+		answers[i].key, answers[i].found = byFP[string(q.fp)]
 	}
+	return answers, nil
 }
 
 // primaryFingerprintsSQL is the statement that reads, for each

@@ -119,38 +119,39 @@ type wordRead struct {
 func sameWordReadForm(a, b wordRead) bool { return a.readUpTo == b.readUpTo && a.sum == b.sum }
 
 // runWordReads answers a batch of word reads of one form with one
-// statement and tells each its keys: a copy of its own, as searchFromWord
+// statement: each read gets a copy of its word's keys, as searchFromWord
 // keeps some of them in place.
-func (s *Store) runWordReads(ctx context.Context, batch []*batched[wordRead, []keys.Stored]) {
-	form := batch[0].q
-	words := make([]string, 0, len(batch))
-	seen := make(map[string]bool, len(batch))
-	for _, r := range batch {
-		if !seen[r.q.word] {
-			seen[r.q.word] = true
-			words = append(words, r.q.word)
+func (s *Store) runWordReads(ctx context.Context, qs []wordRead) ([][]keys.Stored, error) {
+	words := make([]string, 0, len(qs))
+	seen := make(map[string]bool, len(qs))
+	for _, q := range qs {
+		if !seen[q.word] {
+			seen[q.word] = true
+			words = append(words, q.word)
 		}
 	}
+	form := qs[0]
 	byWord := make(map[string][]keys.Stored, len(words))
-	var err error
 	if len(words) == 1 {
-		byWord[words[0]], err = s.scanKeys(ctx, keys.Query{}, byRareWord(totalOf(form.sum)), words[0], form.readUpTo)
+		ks, err := s.scanKeys(ctx, keys.Query{}, byRareWord(totalOf(form.sum)), words[0], form.readUpTo)
+		if err != nil {
+			return nil, fmt.Errorf("read the keys of a word: %w", err)
+		}
+		byWord[words[0]] = ks
 	} else {
-		var found []keys.Stored
-		var tags []string
-		found, tags, err = s.scanTaggedKeys(ctx, keys.Query{}, byRareWords(form.sum), words, form.readUpTo)
+		found, tags, err := s.scanTaggedKeys(ctx, keys.Query{}, byRareWords(form.sum), words, form.readUpTo)
+		if err != nil {
+			return nil, fmt.Errorf("read the keys of a word: %w", err)
+		}
 		for i, k := range found {
 			byWord[tags[i]] = append(byWord[tags[i]], k)
 		}
 	}
-	for _, r := range batch {
-		if err != nil {
-			r.err = fmt.Errorf("read the keys of a word: %w", err)
-		} else {
-			r.answer = slices.Clone(byWord[r.q.word])
-		}
-		close(r.done)
+	answers := make([][]keys.Stored, len(qs))
+	for i, q := range qs {
+		answers[i] = slices.Clone(byWord[q.word])
 	}
+	return answers, nil
 }
 
 // wordCountsAge is how long the estimates of wordCounts serve before they
