@@ -45,14 +45,65 @@ type batcher[Q, A any] struct {
 	reads, batches atomic.Int64
 }
 
-// batched is one read of a batcher: runBatch sets answer or err.
+// batched is one read of a batcher: runBatch sets answer or err, then
+// closes done.
 type batched[Q, A any] struct {
+	waiter
 	q      Q
-	taken  bool          // a batch has it
-	lead   chan struct{} // closed to make this caller run the next batch
-	done   chan struct{} // closed when answer and err are set
 	answer A
 	err    error
+}
+
+// waiter is a caller of a queue whose callers take turns to lead: a
+// leader does the work of those waiting (batcher's reads, keyGroup's
+// writes) until its own is done, then hands its place on.
+type waiter struct {
+	taken bool          // a leader has this caller's work
+	lead  chan struct{} // closed to make this caller a leader
+	done  chan struct{} // closed when this caller's work is done
+}
+
+func newWaiter() waiter {
+	return waiter{lead: make(chan struct{}), done: make(chan struct{})}
+}
+
+// leading reports whether w was made a leader. A caller whose work another
+// leader did may have been handed a leader's place just before its work
+// was taken; it must then leave as a leader, giving the place back, or
+// the count of leaders would stay one too high and, with no room for a
+// leader, callers would wait for ever.
+func (w *waiter) leading() bool { return closed(w.lead) }
+
+// await waits, for a caller not made a leader when it queued, until
+// another leader did its work (false), it is made a leader (true), or ctx
+// ends while its work is still queued: then, with mu (the queue's lock)
+// held, leave removes it from the queue, giveBack returns a leader's
+// place it was handed meanwhile, and await returns ctx's error. Work a
+// leader has taken is waited for whatever ctx says.
+func (w *waiter) await(ctx context.Context, mu *sync.Mutex, leave, giveBack func()) (bool, error) {
+	select {
+	case <-w.done:
+		return w.leading(), nil
+	case <-w.lead:
+		return true, nil
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	if !w.taken {
+		leave()
+		if w.leading() {
+			giveBack()
+		}
+		mu.Unlock()
+		return false, ctx.Err()
+	}
+	mu.Unlock()
+	select {
+	case <-w.done:
+		return w.leading(), nil
+	case <-w.lead:
+		return true, nil
+	}
 }
 
 // closed reports whether ch is closed.
@@ -67,7 +118,7 @@ func closed(ch chan struct{}) bool {
 
 // do runs q, with the reads waiting beside it when it has to wait too.
 func (b *batcher[Q, A]) do(ctx context.Context, q Q) (A, error) {
-	r := &batched[Q, A]{q: q, lead: make(chan struct{}), done: make(chan struct{})}
+	r := &batched[Q, A]{waiter: newWaiter(), q: q}
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
 	lead := b.room()
@@ -77,33 +128,16 @@ func (b *batcher[Q, A]) do(ctx context.Context, q Q) (A, error) {
 	}
 	b.mu.Unlock()
 	if !lead {
-		select {
-		case <-r.done:
-			if !closed(r.lead) {
-				return r.answer, r.err
-			}
-		case <-r.lead:
-		case <-ctx.Done():
-			b.mu.Lock()
-			if !r.taken {
-				b.remove(r)
-				if closed(r.lead) {
-					// Made a leader meanwhile: give the place on.
-					b.running--
-					b.handOff()
-				}
-				b.mu.Unlock()
-				var none A
-				return none, ctx.Err()
-			}
-			b.mu.Unlock()
-			select {
-			case <-r.done:
-				if !closed(r.lead) {
-					return r.answer, r.err
-				}
-			case <-r.lead:
-			}
+		lead, err := r.await(ctx, &b.mu, func() { b.remove(r) }, func() {
+			b.running--
+			b.handOff()
+		})
+		if err != nil {
+			var none A
+			return none, err
+		}
+		if !lead {
+			return r.answer, r.err
 		}
 	}
 	// This caller runs batches until its own read is answered, then gives

@@ -41,11 +41,9 @@ type keyGroup struct {
 
 // queuedKey is one AddKey call.
 type queuedKey struct {
+	waiter  // leaders are writers; done is closed when written and err are set
 	key     *pgp.Key
 	fp      string
-	taken   bool          // a writer has it
-	lead    chan struct{} // closed to make this caller the next writer
-	done    chan struct{} // closed when written and err are set
 	written keys.Written
 	err     error
 }
@@ -63,7 +61,7 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) 
 	if err := ctx.Err(); err != nil {
 		return keys.Written{}, fmt.Errorf("postgres: add key: %w", err)
 	}
-	q := &queuedKey{key: key, fp: string(key.Fingerprint()), lead: make(chan struct{}), done: make(chan struct{})}
+	q := &queuedKey{waiter: newWaiter(), key: key, fp: string(key.Fingerprint())}
 	g := &s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, q)
@@ -77,32 +75,15 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) 
 	}
 	g.mu.Unlock()
 	if !lead {
-		select {
-		case <-q.done:
-			if !q.leading() {
-				return q.written, q.err
-			}
-		case <-q.lead:
-		case <-ctx.Done():
-			g.mu.Lock()
-			if !q.taken {
-				g.remove(q)
-				// A writer may have chosen this caller to lead meanwhile.
-				if q.leading() {
-					g.writers--
-					g.handOff()
-				}
-				g.mu.Unlock()
-				return keys.Written{}, fmt.Errorf("postgres: add key: %w", ctx.Err())
-			}
-			g.mu.Unlock()
-			select {
-			case <-q.done:
-				if !q.leading() {
-					return q.written, q.err
-				}
-			case <-q.lead:
-			}
+		lead, err := q.await(ctx, &g.mu, func() { g.remove(q) }, func() {
+			g.writers--
+			g.handOff()
+		})
+		if err != nil {
+			return keys.Written{}, fmt.Errorf("postgres: add key: %w", err)
+		}
+		if !lead {
+			return q.written, q.err
 		}
 	}
 	// This caller writes groups until its own key is written, then hands
@@ -128,13 +109,6 @@ func (s *Store) AddKey(ctx context.Context, key *pgp.Key) (keys.Written, error) 
 		return q.written, q.err
 	}
 }
-
-// leading reports whether q was made a writer. A caller whose key another
-// writer wrote may have been handed the writer's place just before its
-// key was taken; it must then leave through the writer's path, which
-// gives the place back, or the count of writers would stay one too high
-// and, with no room for a writer, keys would wait for ever.
-func (q *queuedKey) leading() bool { return closed(q.lead) }
 
 // take removes the next group from the queue: callers in arrival order,
 // one per fingerprint (a second upload of the same key waits for the
