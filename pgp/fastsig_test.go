@@ -173,31 +173,34 @@ func TestParseV4FastRefusesWhatGoCryptoRefuses(t *testing.T) {
 		}
 	}
 
-	// A hashed subpacket inserted into the first seed's hashed area.
+	// A hashed subpacket inserted into the hashed area of a seed that
+	// embeds no signature.
+	var plain []byte
+	for _, seed := range seeds {
+		if gs, _ := parseV4Fast(seed); gs.EmbeddedSignature == nil {
+			plain = seed
+			break
+		}
+	}
 	withHashed := func(sub []byte) []byte {
-		seed := seeds[0]
-		n := int(binary.BigEndian.Uint16(seed[4:6]))
-		b := append(bytes.Clone(seed[:6+n]), sub...)
+		n := int(binary.BigEndian.Uint16(plain[4:6]))
+		b := append(bytes.Clone(plain[:6+n]), sub...)
 		binary.BigEndian.PutUint16(b[4:6], uint16(n+len(sub)))
-		return append(b, seed[6+n:]...)
+		return append(b, plain[6+n:]...)
 	}
 	for name, sub := range map[string][]byte{
-		"critical unknown subpacket":       {2, 0x80 | 100, 0},
-		"creation time of three octets":    {4, 2, 0, 0, 0},
-		"non-exportable certification":     {2, 4, 0},
-		"issuer of seven octets":           {8, 16, 1, 2, 3, 4, 5, 6, 7},
-		"empty reason for revocation":      {1, 29},
-		"v6 issuer fingerprint in v4":      append([]byte{34, 33, 6}, make([]byte, 32)...),
-		"subpacket longer than its area":   {9, 2, 0, 0, 0, 0},
-		"zero-length subpacket":            {0},
-		"five-octet length past the area":  {255, 0, 0, 1, 0, 2},
-		"primary user ID of two octets":    {3, 25, 1, 1},
-		"notation longer than it says":     {11, 20, 0x80, 0, 0, 0, 0, 1, 0, 0, 'a', 'b'},
-		"embedded signature of wrong type": nil, // filled below
+		"critical unknown subpacket":      {2, 0x80 | 100, 0},
+		"creation time of three octets":   {4, 2, 0, 0, 0},
+		"non-exportable certification":    {2, 4, 0},
+		"issuer of seven octets":          {8, 16, 1, 2, 3, 4, 5, 6, 7},
+		"empty reason for revocation":     {1, 29},
+		"v6 issuer fingerprint in v4":     append([]byte{34, 33, 6}, make([]byte, 32)...),
+		"subpacket longer than its area":  {9, 2, 0, 0, 0, 0},
+		"zero-length subpacket":           {0},
+		"five-octet length past the area": {255, 0, 0, 1, 0, 2},
+		"primary user ID of two octets":   {3, 25, 1, 1},
+		"notation longer than it says":    {11, 20, 0x80, 0, 0, 0, 0, 1, 0, 0, 'a', 'b'},
 	} {
-		if sub == nil {
-			continue
-		}
 		b := withHashed(sub)
 		if _, ok := parseV4Fast(b); ok {
 			t.Errorf("%s: the fast parse took it", name)
@@ -206,11 +209,15 @@ func TestParseV4FastRefusesWhatGoCryptoRefuses(t *testing.T) {
 	}
 	// An embedded signature that is not a primary key binding: go-crypto
 	// refuses the whole signature.
-	emb := bytes.Clone(seeds[0])
+	emb := bytes.Clone(plain)
 	emb[1] = 0x13
-	sub := append([]byte{byte(len(emb) + 1), 32}, emb...)
-	if _, ok := parseV4Fast(withHashed(sub)); ok {
+	if _, ok := parseV4Fast(withHashed(subpacket(32, emb...))); ok {
 		t.Error("embedded signature of the wrong type: the fast parse took it")
+	}
+	checkFastParse(t, "embedded signature of the wrong type", withHashed(subpacket(32, emb...)))
+	emb[1] = 0x19
+	if !checkFastParse(t, "embedded back-signature", withHashed(subpacket(32, emb...))) {
+		t.Error("an embedded back-signature: the fast parse left it to go-crypto")
 	}
 	// Unknown subpackets that are not critical are skipped, as go-crypto
 	// skips them.

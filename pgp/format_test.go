@@ -56,9 +56,15 @@ func TestAlgorithmNames(t *testing.T) {
 	}
 }
 
-// subpacket encodes one signature subpacket (short length form).
+// subpacket encodes one signature subpacket (RFC 9580 section 5.2.3.7: a
+// one- or two-octet length, then the type and the data).
 func subpacket(typ byte, data ...byte) []byte {
-	return append([]byte{byte(len(data) + 1), typ}, data...)
+	n := len(data) + 1
+	if n < 192 {
+		return append([]byte{byte(n), typ}, data...)
+	}
+	n -= 192
+	return append([]byte{byte(n>>8) + 192, byte(n), typ}, data...)
 }
 
 // sigOfType is a signature body (sigBody's, with an EdDSA algorithm and
