@@ -79,7 +79,7 @@ func checkFastParse(t *testing.T, what string, body []byte) bool {
 }
 
 // signatureBodies returns the bodies of the signature packets of keys.
-func signatureBodies(t *testing.T, keyring []byte) [][]byte {
+func signatureBodies(t testing.TB, keyring []byte) [][]byte {
 	t.Helper()
 	var out [][]byte
 	r := NewReader(bytes.NewReader(keyring))
@@ -232,17 +232,8 @@ func FuzzParseV4Fast(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	r := NewReader(bytes.NewReader(bytes.Join(typical, nil)))
-	for {
-		k, err := r.Next()
-		if err != nil {
-			break
-		}
-		for _, p := range k.Packets() {
-			if p.Tag == TagSignature {
-				f.Add(p.Body)
-			}
-		}
+	for _, body := range signatureBodies(f, bytes.Join(typical, nil)) {
+		f.Add(body)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFastParse(t, "fuzzed", body)
