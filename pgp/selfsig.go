@@ -156,9 +156,9 @@ func verifySelfSig(batch *ed25519Batch, bud *keyBudget, primary *keyMaterial, s 
 const hashRIPEMD160 = 3
 
 // parseV4Signature parses a v4/v6 signature: the common v4 ones in place
-// (parseV4Fast), the others with go-crypto. A v4 signature
-// over RIPEMD-160 is parsed as if it were SHA-1 (the encodings are the same)
-// and then given back its hash and hash suffix.
+// (parseV4Fast), the others with go-crypto. A v4 signature over RIPEMD-160
+// is parsed as if it were SHA-1 (the encodings are the same) and then
+// given back its hash and hash suffix.
 func parseV4Signature(s *sigInfo) (*packet.Signature, error) {
 	if s.attestedAt > 0 {
 		return parseAttestation(s)
