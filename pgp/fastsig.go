@@ -261,10 +261,7 @@ func fastSubpacket(sig *packet.Signature, typ uint8, critical bool, data []byte)
 		// go-crypto reads these without a check that can fail, and
 		// signature checks do not read them.
 	case subpacketNotation:
-		// Flags (4), name and value lengths (2 each), name, value.
-		if len(data) < 8 || len(data) != 8+int(binary.BigEndian.Uint16(data[4:6]))+int(binary.BigEndian.Uint16(data[6:8])) {
-			return false
-		}
+		return notationComplete(data)
 	case subpacketExportable, subpacketTrust, subpacketRegexp, subpacketRecipientFpr, subpacketPreferredAEADs:
 		return false // go-crypto checks these; it reads them
 	default:

@@ -509,13 +509,11 @@ func checkSubpacket(typ byte, data []byte, depth int) error {
 			return size(33)
 		}
 		return nil
-	case subpacketNotation: // flags, name length, value length, name, value
-		if len(data) < 8 {
+	case subpacketNotation:
+		if !notationComplete(data) {
 			return size()
 		}
-		names := int(binary.BigEndian.Uint16(data[4:6]))
-		values := int(binary.BigEndian.Uint16(data[6:8]))
-		return size(8 + names + values)
+		return nil
 	case subpacketRevReason, subpacketSigTarget:
 		if (typ == subpacketRevReason && len(data) < 1) || (typ == subpacketSigTarget && len(data) < 2) {
 			return size()
@@ -535,6 +533,13 @@ func checkSubpacket(typ byte, data []byte, depth int) error {
 		}
 	}
 	return nil
+}
+
+// notationComplete reports whether data, a notation subpacket's body, is
+// its flags (4 octets), its name and value lengths (2 each), then exactly
+// a name and a value of those lengths.
+func notationComplete(data []byte) bool {
+	return len(data) >= 8 && len(data) == 8+int(binary.BigEndian.Uint16(data[4:6]))+int(binary.BigEndian.Uint16(data[6:8]))
 }
 
 // Image attribute subpacket (RFC 9580 section 5.12.1).
